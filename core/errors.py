@@ -1,0 +1,95 @@
+"""Every error polyduct raises on purpose derives from `CodegenError` and carries its data as fields.
+
+Messages name what a user or plugin author needs to act: the op, the backend, the kernel or line.
+Modules that need a new error add a subclass here, so there is one place to read them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class CodegenError(Exception):
+    """Base of all polyduct errors."""
+
+
+class IncompleteBackend(CodegenError):
+    """A kernel backend was registered whose ops handler lacks ops it did not declare unsupported."""
+
+    def __init__(self, backend: str, missing: Iterable[str]) -> None:
+        self.backend, self.missing = backend, tuple(missing)
+        super().__init__(
+            f"backend {backend!r} is missing {len(self.missing)} op(s): {', '.join(self.missing)}"
+        )
+
+
+class UnsupportedOp(CodegenError):
+    """A backend was asked for an op (or an op on a dtype) that it does not implement."""
+
+    def __init__(self, op: str, backend: str, detail: str = "", kernel: str | None = None) -> None:
+        self.op, self.backend, self.detail, self.kernel = op, backend, detail, kernel
+        where = f" in kernel {kernel!r}" if kernel else ""
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"backend {backend!r} does not support op {op!r}{where}{extra}")
+
+
+class DuplicateName(CodegenError):
+    """Two registrations used one name (two distributions shipping one backend name, say)."""
+
+    def __init__(self, kind: str, name: str, old: str, new: str) -> None:
+        self.kind, self.name, self.old, self.new = kind, name, old, new
+        super().__init__(f"{kind} {name!r} is registered twice: by {old} and by {new}")
+
+
+class UnknownName(CodegenError):
+    """A name (backend, wrapper, op, option) was asked for that is not registered."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        self.kind, self.name, self.known = kind, name, tuple(sorted(known))
+        listing = ", ".join(self.known) or "none"
+        super().__init__(f"unknown {kind} {name!r}; installed: {listing}")
+
+
+class InvalidOption(CodegenError):
+    """An option value was rejected when the options object was built."""
+
+    def __init__(self, owner: str, option: str, value: object, expected: str) -> None:
+        self.owner, self.option, self.value, self.expected = owner, option, value, expected
+        super().__init__(f"{owner}: option {option}={value!r} is invalid; expected {expected}")
+
+
+class KernelCompileError(CodegenError):
+    """A backend compiler rejected a kernel; names the kernel and where its source was written."""
+
+    def __init__(self, backend: str, kernel: str, source_path: str, log: str) -> None:
+        self.backend, self.kernel, self.source_path, self.log = backend, kernel, source_path, log
+        super().__init__(
+            f"backend {backend!r} failed to compile kernel {kernel!r} "
+            f"(source written to {source_path}):\n{log}"
+        )
+
+
+class KernelIndexError(CodegenError, IndexError):
+    """An indirect index was out of bounds at run time; names the kernel, buffer, index and size."""
+
+    def __init__(self, kernel: str, buffer: str, index: int, size: int) -> None:
+        self.kernel, self.buffer, self.index, self.size = kernel, buffer, index, size
+        super().__init__(
+            f"kernel {kernel!r}: index {index} is out of bounds for buffer {buffer!r} of size {size}"
+        )
+
+
+class LoweringError(CodegenError):
+    """An aten op could not be lowered or run as an extern call; names the op and the graph node."""
+
+    def __init__(self, op: str, node: str, detail: str) -> None:
+        self.op, self.node, self.detail = op, node, detail
+        super().__init__(f"cannot lower {op} (graph node {node!r}): {detail}")
+
+
+class WrapperError(CodegenError):
+    """A wrapper backend could not handle a Wrapper IR line; names the wrapper and the line."""
+
+    def __init__(self, wrapper: str, line: object, detail: str) -> None:
+        self.wrapper, self.line, self.detail = wrapper, line, detail
+        super().__init__(f"wrapper {wrapper!r} failed on {line!r}: {detail}")

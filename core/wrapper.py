@@ -1,0 +1,31 @@
+"""The wrapper-backend contract: turn a `WrapperProgram` into a callable."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from polyduct.kernel import KernelFn
+from polyduct.wrapper_ir import KernelDefinition, WrapperProgram
+
+KernelLoader = Callable[[Sequence[KernelDefinition]], dict[str, KernelFn]]
+
+
+class WrapperBackend(ABC):
+    """Lowers Wrapper IR with one exhaustive `match` over `polyduct.wrapper_ir.Line`.
+
+    `build` gets the program and a loader that turns kernel definitions into callables (through
+    each kernel's own backend), and returns a callable taking the graph inputs positionally and
+    returning the graph outputs as a list.
+    """
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def build(self, program: WrapperProgram, load_kernels: KernelLoader) -> Callable[..., Any]:
+        """A callable running `program`."""
+
+    def render(self, program: WrapperProgram) -> str:
+        """Human-readable text of what `build` makes (dumped with POLYDUCT_DUMP / `output_code`)."""
+        return "\n".join(repr(line) for line in program.lines)
