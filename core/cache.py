@@ -1,0 +1,126 @@
+"""Content-addressed cache for compiled artifacts, shared by every backend.
+
+An entry is a directory named by the full SHA-256 of its key inputs (source, compiler, flags,
+versions: whatever changes the artifact). It holds `key.json` (the inputs themselves, compared on
+load, so a hash collision or a planted entry is rebuilt, never used) and the files the builder
+wrote. Entries are built in a unique temporary directory beside the cache and renamed into place
+atomically; a concurrent builder of the same key loses the rename race harmlessly.
+
+The cache root is per user and outside /tmp: `$POLYDUCT_CACHE_DIR`, else
+`$XDG_CACHE_HOME/polyduct`, else `~/.cache/polyduct`. It is created with mode 0700 and refused if
+another user owns it or others can write it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+
+from polyduct.errors import CodegenError
+
+KEY_FILE = "key.json"
+Builder = Callable[[Path], None]
+
+
+class CacheError(CodegenError):
+    """The cache directory is unsafe (foreign owner, writable by others) or unusable."""
+
+
+def default_root() -> Path:
+    """Where the cache lives unless a `Cache` is given another root."""
+    if env := os.environ.get("POLYDUCT_CACHE_DIR"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "polyduct"
+
+
+def _secure_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = path.stat()
+    if info.st_uid != os.getuid():
+        raise CacheError(f"cache directory {path} is owned by uid {info.st_uid}, not by this user")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise CacheError(f"cache directory {path} is writable by others; refusing to use it")
+
+
+def _key(namespace: str, inputs: Mapping[str, str]) -> tuple[str, str]:
+    canonical = json.dumps({"namespace": namespace, "inputs": dict(inputs)}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest(), canonical
+
+
+@dataclass
+class Cache:
+    """A cache rooted at `root`; counts its hits and builds (for reports and tests)."""
+
+    root: Path = field(default_factory=default_root)
+    hits: int = 0
+    builds: int = 0
+
+    def entry(self, namespace: str, inputs: Mapping[str, str], build: Builder) -> Path:
+        """The directory of the entry for `inputs`, building it with `build(tmp_dir)` if absent.
+
+        `build` writes the artifact's files into the directory it is given. An existing entry
+        whose stored key differs from `inputs`, or that is unreadable, is replaced.
+        """
+        digest, canonical = _key(namespace, inputs)
+        ns_dir = self.root / namespace
+        _secure_dir(self.root)
+        _secure_dir(ns_dir)
+        final = ns_dir / digest
+        if self._valid(final, canonical):
+            self.hits += 1
+            return final
+        tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
+        try:
+            build(tmp)
+            (tmp / KEY_FILE).write_text(canonical)
+            if final.exists():
+                shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.rename(tmp, final)
+            except OSError:
+                if not self._valid(final, canonical):  # lost a race to a bad entry: keep ours
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.builds += 1
+        return final
+
+    @staticmethod
+    def _valid(entry: Path, canonical: str) -> bool:
+        try:
+            return (entry / KEY_FILE).read_text() == canonical
+        except (OSError, UnicodeDecodeError):
+            return False
+
+
+_DEFAULT: dict[Path, Cache] = {}
+
+
+def default_cache() -> Cache:
+    """The process-wide cache for the current root (re-read from the environment on each call)."""
+    root = default_root()
+    if root not in _DEFAULT:
+        _DEFAULT[root] = Cache(root)
+    return _DEFAULT[root]
+
+
+def import_module_file(path: Path, module_name: str) -> ModuleType:
+    """Import the Python source file `path` as a fresh module called `module_name`."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CacheError(f"cannot import generated module {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
