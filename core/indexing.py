@@ -21,7 +21,7 @@ class FloorDiv(sympy.Function):
     is_integer = True
 
     @classmethod
-    def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:  # type: ignore[override]
+    def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
         if divisor == 1:
             return base
         if base == 0:
@@ -43,7 +43,7 @@ class ModularIndexing(sympy.Function):
     is_integer = True
 
     @classmethod
-    def eval(  # type: ignore[override]
+    def eval(
         cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr
     ) -> sympy.Expr | None:
         if base == 0 or modulus == 1:

@@ -34,7 +34,6 @@ from typing import Any, ClassVar, Literal
 
 import sympy
 import torch
-
 from polyduct.errors import IncompleteBackend
 from polyduct.ops import OpHandler, missing_ops
 
@@ -82,7 +81,7 @@ class KernelSpec:
         kinds = {stage.kind for stage in self.stages}
         for kind in ("sort", "scan"):
             if kind in kinds:
-                return kind  # type: ignore[return-value]
+                return kind
         return "reduction" if self.reduction_ranges else "pointwise"
 
     @property

@@ -534,7 +534,7 @@ class OpHandler(Protocol[T]):
         """Standard-normal float from (seed, int32 offset). Result: float32."""
 
     # other
-    def constant(self, value: bool | float | int, dtype: torch.dtype) -> T:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> T:
         """Scalar literal of the given dtype. Result: `dtype`."""
 
     def device_assert_async(self, cond: T, msg: str) -> None:

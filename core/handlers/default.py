@@ -12,7 +12,6 @@ from typing import Any, Generic
 
 import sympy
 import torch
-
 from polyduct.ops import ReductionType, StoreMode, T
 
 
@@ -478,7 +477,7 @@ class DefaultHandler(Generic[T]):
     def randn(self, seed: T, offset: T) -> T:
         return self._default("randn", (seed, offset), {})
 
-    def constant(self, value: bool | float | int, dtype: torch.dtype) -> T:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> T:
         return self._default("constant", (value, dtype), {})
 
     def device_assert_async(self, cond: T, msg: str) -> None:
