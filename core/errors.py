@@ -93,3 +93,22 @@ class WrapperError(CodegenError):
     def __init__(self, wrapper: str, line: object, detail: str) -> None:
         self.wrapper, self.line, self.detail = wrapper, line, detail
         super().__init__(f"wrapper {wrapper!r} failed on {line!r}: {detail}")
+
+
+class PluginLoadError(CodegenError):
+    """A plugin distribution failed to import or register (fatal with POLYDUCT_STRICT_PLUGINS=1)."""
+
+    def __init__(self, distribution: str, entry_point: str, stage: str, detail: str) -> None:
+        self.distribution, self.entry_point = distribution, entry_point
+        self.stage, self.detail = stage, detail
+        super().__init__(
+            f"plugin {entry_point!r} of distribution {distribution} failed at {stage}: {detail}"
+        )
+
+
+class InputMismatch(CodegenError, ValueError):
+    """A compiled program got an input whose size, stride or dtype differs from what it expects."""
+
+    def __init__(self, name: str, attr: str, expected: object, actual: object) -> None:
+        self.name, self.attr, self.expected, self.actual = name, attr, expected, actual
+        super().__init__(f"input {name!r}: expected {attr} {expected}, got {actual}")
