@@ -44,10 +44,12 @@ class DuplicateName(CodegenError):
 class UnknownName(CodegenError):
     """A name (backend, wrapper, op, option) was asked for that is not registered."""
 
-    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+    def __init__(
+        self, kind: str, name: str, known: Iterable[str], label: str = "installed"
+    ) -> None:
         self.kind, self.name, self.known = kind, name, tuple(sorted(known))
         listing = ", ".join(self.known) or "none"
-        super().__init__(f"unknown {kind} {name!r}; installed: {listing}")
+        super().__init__(f"unknown {kind} {name!r}; {label}: {listing}")
 
 
 class InvalidOption(CodegenError):
