@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pluggy
+
 from polyduct.kernel import KernelBackend
 from polyduct.wrapper import WrapperBackend
 

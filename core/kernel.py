@@ -34,6 +34,7 @@ from typing import Any, ClassVar, Literal
 
 import sympy
 import torch
+
 from polyduct.errors import IncompleteBackend
 from polyduct.ops import OpHandler, missing_ops
 

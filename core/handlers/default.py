@@ -12,6 +12,7 @@ from typing import Any, Generic
 
 import sympy
 import torch
+
 from polyduct.ops import ReductionType, StoreMode, T
 
 
