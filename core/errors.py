@@ -114,3 +114,11 @@ class InputMismatch(CodegenError, ValueError):
     def __init__(self, name: str, attr: str, expected: object, actual: object) -> None:
         self.name, self.attr, self.expected, self.actual = name, attr, expected, actual
         super().__init__(f"input {name!r}: expected {attr} {expected}, got {actual}")
+
+
+class KernelAssertError(CodegenError, AssertionError):
+    """A device-side assertion (`device_assert_async`) failed at run time; names kernel and message."""
+
+    def __init__(self, kernel: str, backend: str, msg: str) -> None:
+        self.kernel, self.backend, self.msg = kernel, backend, msg
+        super().__init__(f"backend {backend!r}, kernel {kernel!r}: device assertion failed: {msg}")
