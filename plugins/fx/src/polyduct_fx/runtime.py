@@ -1,0 +1,79 @@
+"""Callables that FX nodes of a converted program target at run time.
+
+`KernelOp` wraps one compiled kernel of any kernel backend (cpp, triton, halide, reference...): the
+kernel is whatever the program's `load_kernels` returned, so the graph never depends on how a
+backend launches. `check_input` keeps the Wrapper IR's input asserts in the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, final
+
+import torch
+import torch.fx
+from polyduct.codegen import identifier
+from polyduct.errors import InputMismatch, UnknownName
+from polyduct.kernel import KernelFn
+
+WRAPPER = "fx"
+
+
+@final
+class KernelOp:
+    """One compiled kernel as an FX call target: `op(*tensors, *sizes)` mutates its out buffers.
+
+    It is registered as side-effecting, so `eliminate_dead_code` keeps kernel calls that nothing
+    reads (they communicate through the buffers they write, like Inductor's mutation HOP).
+    """
+
+    __module__ = "polyduct_fx.kernels"
+
+    def __init__(self, name: str, backend: str, fn: KernelFn) -> None:
+        self.kernel, self.backend, self.fn = name, backend, fn
+        self.__name__ = identifier(f"{backend}_{name}", prefix="kernel")
+        self.__qualname__ = self.__name__
+        torch.fx.node.has_side_effect(self)
+
+    def __call__(self, *args: Any) -> None:
+        self.fn(*args)
+
+    def __repr__(self) -> str:
+        return f"KernelOp({self.kernel!r}, backend={self.backend!r})"
+
+
+def check_input(
+    x: torch.Tensor,
+    name: str,
+    size: Sequence[int],
+    stride: Sequence[int],
+    dtype: torch.dtype,
+) -> None:
+    """Raise `InputMismatch` unless input `name` has this size, stride and dtype."""
+    if tuple(x.shape) != tuple(size):
+        raise InputMismatch(name, "size", tuple(size), tuple(x.shape))
+    if not _strides_match(x, stride):
+        raise InputMismatch(name, "stride", tuple(stride), x.stride())
+    if x.dtype != dtype:
+        raise InputMismatch(name, "dtype", dtype, x.dtype)
+
+
+def _strides_match(x: torch.Tensor, stride: Sequence[int]) -> bool:
+    # A stride of a size-1 dim is never used to address memory, so it need not match.
+    return all(n == 1 or s == e for n, s, e in zip(x.shape, x.stride(), stride, strict=True))
+
+
+torch.fx.node.has_side_effect(check_input)
+
+
+def resolve_op(qualname: str) -> torch._ops.OpOverload:
+    """`torch.ops.<ns>.<op>.<overload>` for a qualified name such as `aten.mm.default`."""
+    parts = qualname.split(".")
+    if len(parts) != 3:
+        raise UnknownName("aten overload", qualname, ())
+    namespace, op, overload = parts
+    try:
+        packet = getattr(getattr(torch.ops, namespace), op)
+        return getattr(packet, overload)  # type: ignore[no-any-return]
+    except (AttributeError, RuntimeError) as err:
+        raise UnknownName("aten overload", qualname, ()) from err
