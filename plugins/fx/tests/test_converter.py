@@ -20,6 +20,7 @@ from polyduct.wrapper_ir import (
     KernelDefinition,
     MultiOutput,
     Ref,
+    ReinterpretView,
     SizeDef,
     WrapperProgram,
 )
@@ -164,3 +165,22 @@ def test_render_prints_graph_without_loading() -> None:
     text = FxWrapper().render(add_program(6))
     assert "torch.empty_strided" in text and "py_k_add" in text
     assert Free("buf0") in add_program(6).lines
+
+
+def test_views_offset_from_the_base_and_int_inputs(loader: PyLoader) -> None:
+    k = sympy.Symbol("k", integer=True, positive=True)
+    program = WrapperProgram(
+        (
+            GraphInputs(("x", "n")),
+            SizeDef("k", "n", "value"),
+            ReinterpretView("v", "x", (k,), sizes(2), k),
+            Allocate("buf0", (k,), sizes(1), torch.float32, "cpu"),
+            ExternCall("aten.mul.out", (Ref("v"), Ref("k")), (), "buf0", out="buf0"),
+            GraphOutputs(("buf0", "k")),
+        )
+    )
+    gm = graph_of(program, loader)
+    base = torch.arange(20.0)[3:]  # a view with a storage offset of 3
+    out, k_value = gm(base, 4)
+    assert k_value == 4
+    torch.testing.assert_close(out, base[4::2][:4] * 4)

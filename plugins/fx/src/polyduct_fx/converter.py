@@ -100,14 +100,8 @@ class FxConverter:
                 self.freed.add(name)
             case Reuse(name=name, old=old, size=size, stride=stride):
                 self.reuse(name, old, (size, stride))
-            case ReinterpretView(name=name, base=base, size=size, stride=stride, offset=offset):
-                args = (
-                    self.node(base),
-                    self.sizes(size),
-                    self.sizes(stride),
-                    self.sym.emit(offset),
-                )
-                self.bind(name, self.create(torch.ops.aten.as_strided.default, args, {}, name))
+            case ReinterpretView():
+                self.reinterpret(line)
             case KernelDefinition(name=name, backend=backend):
                 if name not in self.kernels:
                     raise self.error(f"load_kernels returned no kernel {name!r}")
@@ -135,11 +129,20 @@ class FxConverter:
         if self.layouts.get(old) == layout:
             self.bind(name, base)
         else:
-            args = (base, self.sizes(layout[0]), self.sizes(layout[1]), 0)
+            args = (base, self.sizes(layout[0]), self.sizes(layout[1]))
             self.bind(name, self.create(torch.ops.aten.as_strided.default, args, {}, name))
         self.layouts[name] = layout
         del self.env[old]
         self.freed.add(old)
+
+    def reinterpret(self, line: ReinterpretView) -> None:
+        """A view of `base`'s storage; `offset` counts from the base's own storage offset."""
+        base = self.node(line.base)
+        args: tuple[Any, ...] = (base, self.sizes(line.size), self.sizes(line.stride))
+        if sympy.sympify(line.offset) != 0:
+            start = self.create(torch.ops.aten.sym_storage_offset.default, (base,), {}, "offset")
+            args = (*args, self.sym.add(start, self.sym.emit(line.offset)))
+        self.bind(line.name, self.create(torch.ops.aten.as_strided.default, args, {}, line.name))
 
     def extern(self, line: ExternCall) -> None:
         """An aten overload call; with `out` the op writes into that buffer."""
@@ -148,7 +151,9 @@ class FxConverter:
         kwargs = {key: self.constant(v) for key, v in line.kwargs}
         if line.out is not None:
             kwargs["out"] = self.node(line.out)
-        self.bind(line.result, self.create(target, args, kwargs, line.result))
+        node = self.create(target, args, kwargs, line.result or f"{line.out}_out")
+        if line.out is None or line.result not in ("", line.out):
+            self.bind(line.result, node)
 
     def constant(self, value: Constant) -> Any:
         """An extern-call argument as an FX argument (references become nodes)."""
@@ -183,7 +188,7 @@ class FxConverter:
     def define_size(self, line: SizeDef) -> None:
         source = self.node(line.source)
         if line.attr == "value":
-            self.bind(line.symbol, source)
+            self.bind(line.symbol, self.create(int, (source,), {}, line.symbol))
         elif line.attr in _SIZE_FNS:
             args = (source, line.dim)
             self.bind(line.symbol, self.create(_SIZE_FNS[line.attr], args, {}, line.symbol))

@@ -43,19 +43,21 @@ class KernelOp:
 
 
 def check_input(
-    x: torch.Tensor,
+    x: object,
     name: str,
     size: Sequence[int],
     stride: Sequence[int],
     dtype: torch.dtype,
 ) -> None:
     """Raise `InputMismatch` unless input `name` has this size, stride and dtype."""
+    if not isinstance(x, torch.Tensor):
+        raise InputMismatch(name, "type", "torch.Tensor", type(x).__name__)
     if tuple(x.shape) != tuple(size):
         raise InputMismatch(name, "size", tuple(size), tuple(x.shape))
-    if not _strides_match(x, stride):
-        raise InputMismatch(name, "stride", tuple(stride), x.stride())
     if x.dtype != dtype:
         raise InputMismatch(name, "dtype", dtype, x.dtype)
+    if not _strides_match(x, stride):
+        raise InputMismatch(name, "stride", tuple(stride), x.stride())
 
 
 def _strides_match(x: torch.Tensor, stride: Sequence[int]) -> bool:

@@ -52,6 +52,10 @@ class SymEmitter:
             value = self._call(fn, value, arg)
         return value
 
+    def add(self, a: SymValue, b: SymValue) -> SymValue:
+        """a + b, folded when both are ints."""
+        return self._call(operator.add, a, b)
+
     def _call(self, fn: Callable[..., Any], a: SymValue, b: SymValue) -> SymValue:
         if isinstance(a, int) and isinstance(b, int):
             return int(fn(a, b))
