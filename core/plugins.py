@@ -35,19 +35,26 @@ from polyduct.wrapper_ir import KernelDefinition
 
 GROUP = hookspecs.PROJECT
 STRICT_ENV = "POLYDUCT_STRICT_PLUGINS"
+ONLY_ENV = "POLYDUCT_PLUGINS"  # comma-separated allowlist of distribution names
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class PluginOptions:
-    """How plugins load; `from_env` reads the environment once, at the entry point."""
+    """How plugins load; `from_env` reads the environment once, at the entry point.
+
+    `strict`: the first load failure raises. `only`: load just these distributions (all if None).
+    """
 
     strict: bool = False
+    only: frozenset[str] | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginOptions:
         env = os.environ if environ is None else environ
-        return cls(strict=env.get(STRICT_ENV, "").strip() not in ("", "0", "false", "no"))
+        strict = env.get(STRICT_ENV, "").strip() not in ("", "0", "false", "no")
+        names = [n.strip() for n in env.get(ONLY_ENV, "").split(",") if n.strip()]
+        return cls(strict=strict, only=frozenset(names) if names else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +299,8 @@ def load_fresh(options: PluginOptions | None = None) -> Plugins:
     """Discover and load every plugin now, ignoring the per-process cache (tests, tools)."""
     loader = _Loader(options if options is not None else PluginOptions.from_env())
     for entry in _entries():
-        loader.load(entry)
+        if loader.options.only is None or entry.origin.distribution in loader.options.only:
+            loader.load(entry)
     return loader.result
 
 
