@@ -1,0 +1,172 @@
+"""Run-time memory and index semantics for reference kernels: flat views, gathers, scatters, checks.
+
+A reference kernel evaluates each stage over the whole iteration space at once. Its values have
+shape `(*ranges, R)` (R the flat reduction extent, 1 without one) or broadcast to it. Index
+expressions evaluate to int64 tensors (or Python ints) of element offsets into a flat view of the
+argument tensor, taken from the tensor's first element.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from polyduct.errors import KernelAssertError, KernelIndexError
+from polyduct.reference.runtime import compute
+
+Tensor = torch.Tensor
+Index = Tensor | int
+
+
+def flat(t: Tensor, numel: int) -> Tensor:
+    """A 1-d view of `numel` elements of `t`'s storage, starting at `t`'s first element."""
+    return torch.as_strided(t, (numel,), (1,))
+
+
+def index_vars(shape: tuple[int, ...], device: torch.device) -> list[Tensor]:
+    """One int64 index tensor per dim of `shape`, each broadcastable against `shape`."""
+    result = []
+    for dim, size in enumerate(shape):
+        view = [1] * len(shape)
+        view[dim] = size
+        result.append(torch.arange(size, dtype=torch.int64, device=device).view(view))
+    return result
+
+
+def _as_index(index: Index, device: torch.device) -> Tensor:
+    if isinstance(index, Tensor):
+        return index.to(torch.int64)
+    return torch.tensor(int(index), dtype=torch.int64, device=device)
+
+
+def load(buf: Tensor, index: Index, mask: Tensor | None = None) -> Tensor:
+    """Gather `buf[index]`; with a mask, masked-off lanes read element 0 (their value is unused)."""
+    idx = _as_index(index, buf.device)
+    if mask is not None:
+        idx = torch.where(mask, idx, 0)
+    if buf.numel() == 0:
+        return torch.zeros(idx.shape, dtype=compute(buf.dtype), device=buf.device)
+    return buf[idx].to(compute(buf.dtype))
+
+
+def store(
+    buf: Tensor,
+    index: Index,
+    value: Tensor,
+    mask: Tensor | None = None,
+    mode: str | None = None,
+) -> None:
+    """Scatter `value` into `buf` at `index` (rounded to buf's dtype); atomic_add accumulates."""
+    idx = _as_index(index, buf.device)
+    tensors = [idx, value] if mask is None else [idx, value, mask]
+    idx, value, *rest = torch.broadcast_tensors(*tensors)
+    idx, value = idx.reshape(-1), value.reshape(-1).to(buf.dtype)
+    if rest:
+        keep = rest[0].reshape(-1)
+        idx, value = idx[keep], value[keep]
+    if mode == "atomic_add":
+        buf.index_put_((idx,), value, accumulate=True)
+    else:
+        buf[idx] = value
+
+
+def local(value: Tensor, outer: tuple[int, ...]) -> Tensor:
+    """A kernel-local buffer: one value per outer point, shape `(*outer, 1)`."""
+    return value.expand(*outer, 1).clone()
+
+
+def as_value(index: Index, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """An index expression's value as a tensor of `dtype` (index_expr / value_expr)."""
+    return _as_index(index, device).to(dtype).to(compute(dtype))
+
+
+def indirect(x: Tensor, size: int, wrap_neg: bool, mask: Tensor | None) -> Tensor:
+    """An indirect index: int64, negatives wrapped by `size` when asked; masked-off lanes are 0."""
+    idx = x.to(torch.int64)
+    if wrap_neg:
+        idx = torch.where(idx < 0, idx + size, idx)
+    if mask is not None:
+        idx = torch.where(mask, idx, 0)
+    return idx
+
+
+def check_index(
+    kernel: str, buffer: str, idx: Tensor, size: int, mask: Tensor | None = None
+) -> None:
+    """Raise KernelIndexError naming the first value of `idx` outside [0, size)."""
+    bad = (idx < 0) | (idx >= size)
+    if mask is not None:
+        bad = bad & mask
+    if bool(bad.any()):
+        first = torch.broadcast_to(idx, bad.shape)[bad].reshape(-1)[0]
+        raise KernelIndexError(kernel, buffer, int(first), int(size))
+
+
+def check_bounds(
+    kernel: str, index: Index, size: int, lower: bool, upper: bool, mask: Tensor | None = None
+) -> None:
+    """The `check_bounds` op: 0 <= index (lower) and index < size (upper)."""
+    idx = _as_index(index, torch.device("cpu") if isinstance(index, int) else index.device)
+    bad = torch.zeros_like(idx, dtype=torch.bool)
+    if lower:
+        bad = bad | (idx < 0)
+    if upper:
+        bad = bad | (idx >= size)
+    if mask is not None:
+        bad = bad & mask
+    if bool(bad.any()):
+        first = torch.broadcast_to(idx, bad.shape)[bad].reshape(-1)[0]
+        raise KernelIndexError(kernel, "<check_bounds>", int(first), int(size))
+
+
+def device_assert(kernel: str, cond: Tensor, msg: str, mask: Tensor | None = None) -> None:
+    """Raise KernelAssertError unless `cond` holds at every (unmasked) point."""
+    failed = torch.logical_not(cond.to(torch.bool))
+    if mask is not None:
+        failed = failed & mask
+    if bool(failed.any()):
+        raise KernelAssertError(kernel, "reference", msg)
+
+
+def load_seed(buf: Tensor, offset: Index) -> Tensor:
+    """The int64 seed at `offset` of a seed buffer."""
+    return load(buf, offset.to(torch.int64) if isinstance(offset, Tensor) else offset).to(
+        torch.int64
+    )
+
+
+def bucketize(
+    values: Tensor,
+    boundaries: tuple[Tensor, int, int, int],
+    boundary_indices: Tensor,
+    indexing_dtype: torch.dtype,
+    right: bool,
+    sorter: tuple[Tensor, int] | None = None,
+    sorter_indices: Tensor | None = None,
+) -> Tensor:
+    """searchsorted of `values` in rows of a boundaries buffer, by vectorised binary search.
+
+    `boundaries` is (flat buffer, row length, buffer numel, element stride); a row starts at
+    `boundary_indices`. With a sorter (flat buffer, stride), row element `i` is at sorter position i.
+    """
+    buf, length, numel, stride = boundaries
+    start = _as_index(boundary_indices, values.device)
+    low = torch.zeros(
+        torch.broadcast_shapes(values.shape, start.shape), dtype=torch.int64, device=values.device
+    )
+    high = torch.full_like(low, length)
+    for _ in range(max(1, int(length).bit_length() + 1)):
+        active = low < high
+        mid = (low + high) // 2
+        pos = mid
+        if sorter is not None:
+            sort_buf, sort_stride = sorter
+            sort_start = _as_index(
+                sorter_indices if sorter_indices is not None else 0, values.device
+            )
+            pos = load(sort_buf, sort_start + mid * sort_stride, active).to(torch.int64)
+        elem_index = torch.clamp(start + pos * stride, 0, max(numel - 1, 0))
+        bound = load(buf, elem_index, active)
+        above = values >= bound if right else values > bound
+        low = torch.where(active & above, mid + 1, low)
+        high = torch.where(active & ~above, mid, high)
+    return low.to(indexing_dtype)
