@@ -125,13 +125,15 @@ class ReferenceOps(ReferenceMathOps):
 
     def store(self, name: str, index: sympy.Expr, value: V, mode: StoreMode = None) -> None:
         var = self._buffer("store", name)
+        if mode not in (None, "atomic_add"):
+            raise UnsupportedOp("store", "reference", f"store mode {mode!r}", self.names.kernel)
         if name in self.names.locals:
             self.buffer.line(f"{var} = rm.local({value}, OUTER)")
         else:
             self._check_indirect(index, name)
             self.buffer.line(
                 f"rm.store({var}, {self.index(index, 'store')}, {value}, {self._mask()}, "
-                f"{arg_code(mode)})"
+                f"{'None' if mode is None else string_literal(mode)})"
             )
         self.cse.invalidate()
 

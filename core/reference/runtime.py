@@ -8,6 +8,8 @@ exactly as torch does. Every binary op keeps its first operand's dtype, as the o
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 Tensor = torch.Tensor
@@ -216,7 +218,7 @@ def polygamma(n: Tensor, y: Tensor) -> Tensor:
     n, y = torch.broadcast_tensors(n, y)
     result = torch.full_like(y, float("nan"))
     for order in torch.unique(n).tolist():
-        if order == int(order) and order >= 0:
+        if math.isfinite(order) and order == int(order) and order >= 0:
             result = torch.where(n == order, torch.special.polygamma(int(order), y), result)
     return result
 
