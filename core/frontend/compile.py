@@ -1,0 +1,128 @@
+"""Compile one aten FX graph: lower -> schedule -> kernel codegen -> Wrapper IR -> callable.
+
+The pipeline is a sequence of named steps; `CompiledGraph` keeps every intermediate product
+(kernel specs, sources, Wrapper IR, fallback report) so tests and tools can inspect them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from polyduct import plugins as plugin_mod
+from polyduct.frontend import lowerings_misc, lowerings_pointwise, lowerings_reduce, lowerings_views
+from polyduct.frontend.kernel_plan import plan
+from polyduct.frontend.lowering import FallbackReport, GraphLowering, LoweringFn
+from polyduct.frontend.options import FrontendOptions
+from polyduct.frontend.scheduler import KernelPlan, schedule
+from polyduct.frontend.wrapper_gen import build_program
+from polyduct.kernel import KernelSource, KernelSpec
+from polyduct.memory_plan import plan_memory
+from polyduct.wrapper_ir import WrapperProgram
+
+
+def core_lowerings() -> dict[str, LoweringFn]:
+    """The core's lowering table (every family), by aten overload name."""
+    table: dict[str, LoweringFn] = {}
+    for module in (lowerings_pointwise, lowerings_views, lowerings_reduce, lowerings_misc):
+        table.update(module.table())
+    return table
+
+
+def lowering_table(options: FrontendOptions, plugins: Any) -> dict[str, LoweringFn]:
+    """Lookup order: program scope (options) -> plugins -> core defaults."""
+    table = core_lowerings()
+    for name in plugins.lowerings.names():
+        table[name] = plugins.lowerings.get(name).fn
+    table.update(options.lowerings)
+    return table
+
+
+@dataclass
+class CompiledGraph:
+    """One compiled graph and everything made on the way."""
+
+    specs: tuple[KernelSpec, ...]
+    sources: dict[str, KernelSource]
+    program: WrapperProgram
+    report: FallbackReport
+    fn: Callable[..., Any]
+    source: str
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.specs)
+
+    def __call__(self, *args: Any) -> list[Any]:
+        return list(self.fn(*args))
+
+
+def compile_graph(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: FrontendOptions
+) -> CompiledGraph:
+    """Compile an aten-level (functional) FX graph into a callable over its placeholders."""
+    plugins = plugin_mod.load()
+    options.validate(plugins)
+    lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost)
+    graph = lowering.run(gm)
+    planned = plan(graph, schedule(graph))
+    backend = plugins.kernel_backend(options.kernels, options.kernel_options)
+    specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
+    sources = {spec.name: backend.codegen(spec) for spec in specs}
+    int_inputs = {k: v for k, v in lowering.int_inputs.items() if isinstance(v, sympy.Expr)}
+    program = build_program(
+        graph, planned, sources, int_inputs, lowering.seeds, options.debug_asserts
+    )
+    program = plan_memory(program)
+    wrapper = plugins.wrapper_backend(options.wrapper, options.wrapper_options)
+    loader = plugins.kernel_loader({options.kernels: dict(options.kernel_options)})
+    fn = wrapper.build(program, loader)
+    compiled = CompiledGraph(specs, sources, program, lowering.report, fn, wrapper.render(program))
+    if options.observer is not None:
+        options.observer(compiled)
+    return compiled
+
+
+def compile_exported(
+    exported: torch.export.ExportedProgram, options: Mapping[str, Any] | None = None
+) -> Callable[..., Any]:
+    """Compile a `torch.export` program; the result takes the user inputs and returns outputs."""
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    from polyduct.frontend.decompositions import decomposition_table
+
+    opts = FrontendOptions.from_mapping(options)
+    ep = exported.run_decompositions(decomposition_table())
+    sig = ep.graph_signature
+    lifted: list[Any] = []
+    for spec in sig.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            lifted.append(None)
+        elif spec.target in ep.state_dict:
+            lifted.append(ep.state_dict[spec.target])
+        else:
+            lifted.append(ep.constants[spec.target])
+    compiled = compile_graph(ep.graph_module, [], opts)
+    mutated = [
+        (i, sig.buffers_to_mutate[spec.arg.name])
+        for i, spec in enumerate(sig.output_specs)
+        if spec.kind == OutputKind.BUFFER_MUTATION
+    ]
+    user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+
+    def run(*user_inputs: Any) -> Any:
+        it = iter(user_inputs)
+        args = [next(it) if v is None else v for v in lifted]
+        outs = compiled(*args)
+        for i, target in mutated:
+            ep.state_dict[target].copy_(outs[i])
+        results = [outs[i] for i in user_out]
+        return results[0] if len(results) == 1 else tuple(results)
+
+    run.compiled = compiled  # type: ignore[attr-defined]
+    return run

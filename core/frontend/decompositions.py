@@ -1,0 +1,53 @@
+"""The decomposition table handed to AOTAutograd / `run_decompositions`.
+
+torch's core-aten table plus composite ops polyduct prefers decomposed (softmax, layer norm,
+their backwards, dropout, addmm -> mm + fused bias), minus every op the core lowers natively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+_EXTRA = (
+    aten._softmax,
+    aten._log_softmax,
+    aten._softmax_backward_data,
+    aten._log_softmax_backward_data,
+    aten.native_layer_norm,
+    aten.native_layer_norm_backward,
+    aten.native_dropout,
+    aten.native_dropout_backward,
+    aten.addmm,
+    aten.gelu_backward,
+    aten.silu_backward,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+    aten.threshold_backward,
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit_no_training,
+    aten.native_batch_norm_backward,
+    aten.embedding,
+    aten.embedding_dense_backward,
+    aten.mse_loss,
+    aten.mse_loss_backward,
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten.rms_norm,
+)
+
+
+def decomposition_table() -> dict[Any, Callable[..., Any]]:
+    """Decompositions to apply before lowering (ops with a native lowering are kept whole)."""
+    from polyduct.frontend.compile import core_lowerings
+
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(list(_EXTRA)))
+    native = set(core_lowerings())
+    return {op: fn for op, fn in table.items() if str(op) not in native}

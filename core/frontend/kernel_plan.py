@@ -1,0 +1,156 @@
+"""Turns scheduled groups into `KernelSpec`s: buffer roles, removed intermediates, size args."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+
+from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
+from polyduct.indexing import product
+from polyduct.ir import ExternNode, IRGraph, StorageView
+from polyduct.kernel import KernelBuffer, KernelSpec, Role
+from polyduct.wrapper_ir import Ref
+
+_INDEX_PREFIXES = ("x", "r", "indirect")
+
+
+@dataclass
+class Planned:
+    """The schedule as kernel plans and extern nodes, in program order."""
+
+    items: list[KernelPlan | ExternNode]
+
+
+def extern_reads(node: ExternNode) -> set[str]:
+    """Buffers an extern call reads (its argument views' bases included)."""
+    names: set[str] = set()
+    _refs(node.args, names)
+    _refs(tuple(v for _, v in node.kwargs), names)
+    view_names = {name for name, _ in node.views}
+    names -= view_names
+    names.update(view.buffer for _, view in node.views)
+    return names
+
+
+def _refs(values: Sequence[Any], into: set[str]) -> None:
+    for v in values:
+        if isinstance(v, Ref):
+            into.add(v.name)
+        elif isinstance(v, tuple):
+            _refs(v, into)
+
+
+def _readers(items: Sequence[Item], graph: IRGraph) -> dict[str, set[int]]:
+    readers: dict[str, set[int]] = {}
+    for i, item in enumerate(items):
+        if isinstance(item, ExternNode):
+            names = extern_reads(item)
+        else:
+            names = {n for m in item.members for n, _ in m.access.loads}
+        for n in names:
+            readers.setdefault(n, set()).add(i)
+    for out in graph.outputs:
+        if isinstance(out, StorageView):
+            readers.setdefault(out.buffer, set()).add(-1)
+    return readers
+
+
+def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
+    """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order)."""
+    readers = _readers(items, graph)
+    out: list[KernelPlan | ExternNode] = []
+    count = 0
+    for i, item in enumerate(items):
+        if isinstance(item, ExternNode):
+            out.append(item)
+            continue
+        out.append(_plan_group(graph, item, f"kernel{count}", i, readers))
+        count += 1
+    return Planned(out)
+
+
+def _plan_group(
+    graph: IRGraph, group: Group, name: str, pos: int, readers: dict[str, set[int]]
+) -> KernelPlan:
+    written = [b for m in group.members for b in m.node.outputs]
+    external = {
+        b for b in written if readers.get(b, set()) - {pos} or graph.buffers[b].kind != "computed"
+    }
+    renames: dict[str, str] = {}
+    copies: list[tuple[str, Any]] = []
+    for m in group.members:
+        for buf, acc in m.node.accumulators.items():
+            renames[buf] = acc
+            if buf in external:
+                copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
+    removed = {b for b in written if b not in external and b not in renames}
+    stages = _stages(group, renames, removed, copies)
+    buffers = _buffers(graph, group, renames, removed, copies)
+    ranges = group.outer or (sympy.Integer(1),)
+    spec = KernelSpec(
+        name=name,
+        ranges=ranges,
+        reduction_ranges=group.red,
+        stages=stages,
+        buffers=buffers,
+        size_args=_size_args(group, ranges, buffers),
+        device=_device(graph, buffers),
+    )
+    outputs = tuple(b.name for b in buffers if b.role == "out")
+    reads = tuple(b.name for b in buffers if b.role in ("in", "inout"))
+    return KernelPlan(spec, outputs, reads)
+
+
+def _device(graph: IRGraph, buffers: Sequence[KernelBuffer]) -> str:
+    for b in buffers:
+        if b.name in graph.buffers:
+            return graph.buffers[b.name].layout.device
+    return "cpu"
+
+
+def _buffers(
+    graph: IRGraph,
+    group: Group,
+    renames: dict[str, str],
+    removed: set[str],
+    copies: list[tuple[str, Any]],
+) -> tuple[KernelBuffer, ...]:
+    loads: list[str] = []
+    stores: list[str] = []
+    for m in group.members:
+        for n, _ in m.access.loads:
+            if n not in renames and n not in removed and n not in loads:
+                loads.append(n)
+        for n, _ in m.access.stores:
+            if n not in removed and n not in stores:
+                stores.append(n)
+    stores.extend(buf for buf, _ in copies if buf not in stores)
+    order = loads + [n for n in stores if n not in loads]
+    result: list[KernelBuffer] = []
+    for n in order:
+        layout = graph.buffers[n].layout
+        role: Role = "inout" if (n in loads and n in stores) else ("in" if n in loads else "out")
+        result.append(KernelBuffer(n, layout.dtype, role, layout.extent()))
+    for m in group.members:
+        for buf, acc in m.node.accumulators.items():
+            dtype = graph.buffers[buf].layout.dtype
+            result.append(KernelBuffer(acc, dtype, "local", product(list(group.outer))))
+    return tuple(result)
+
+
+def _size_args(
+    group: Group, ranges: Sequence[Any], buffers: Sequence[KernelBuffer]
+) -> tuple[sympy.Symbol, ...]:
+    exprs: list[Any] = [*ranges, *group.red, *(b.numel for b in buffers)]
+    for m in group.members:
+        exprs.extend(idx for _, idx in m.access.loads)
+        exprs.extend(idx for _, idx in m.access.stores)
+        exprs.extend(m.access.exprs)
+    symbols: set[sympy.Symbol] = set()
+    for e in exprs:
+        symbols |= sympy.sympify(e).free_symbols
+    keep = [s for s in symbols if not str(s).startswith(_INDEX_PREFIXES)]
+    return tuple(sorted(keep, key=str))

@@ -1,0 +1,259 @@
+"""Lowering: an aten FX graph -> `polyduct.ir.IRGraph`, one lowering function per aten overload.
+
+A lowering is a named function `fn(ctx, *args, **kwargs) -> value` where tensor arguments arrive as
+`polyduct.ir` tensor values, sizes as sympy expressions and everything else as is. A lowering that
+cannot handle its arguments raises `Fallback`; an op with no lowering (or one that falls back)
+becomes an extern call of the aten op, recorded in the graph's `FallbackReport`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from polyduct.errors import LoweringError
+from polyduct.indexing import size_symbol
+from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
+from polyduct.wrapper_ir import Ref
+
+LoweringFn = Callable[..., Any]
+
+
+class Fallback(Exception):
+    """Raised by a lowering that does not handle these arguments; the op becomes an extern call."""
+
+
+@dataclass
+class FallbackReport:
+    """Which aten ops ran as extern calls, and why (no lowering, or the lowering's reason)."""
+
+    entries: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, op: str, reason: str) -> None:
+        self.entries.append((op, reason))
+
+    def ops(self) -> list[str]:
+        """Distinct fallback op names, sorted."""
+        return sorted({op for op, _ in self.entries})
+
+    def __str__(self) -> str:
+        return "\n".join(f"{op}: {why}" for op, why in self.entries) or "no fallbacks"
+
+
+def op_name(target: Any) -> str:
+    """Qualified overload name such as `aten.add.Tensor`."""
+    return str(target)
+
+
+def sym_expr(value: Any) -> sympy.Expr:
+    """An int or SymInt as a sympy expression over polyduct size symbols."""
+    if isinstance(value, torch.SymInt):
+        expr = value.node.expr
+        subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
+        return sympy.sympify(expr.xreplace(subs))
+    if isinstance(value, (int, sympy.Expr)):
+        return sympy.sympify(value)
+    raise TypeError(f"not a size: {value!r}")
+
+
+def meta_layout(val: torch.Tensor) -> Layout:
+    """The layout a fake tensor describes."""
+    size = tuple(sym_expr(s) for s in val.shape)
+    stride = tuple(sym_expr(s) for s in val.stride())
+    return Layout(size, stride, sym_expr(val.storage_offset()), val.dtype, val.device.type)
+
+
+@dataclass
+class LoweringContext:
+    """What a lowering may use: the graph being built and the FX node's output metadata."""
+
+    graph: IRGraph
+    node: torch.fx.Node
+    seeds: list[str]
+
+    @property
+    def meta(self) -> Any:
+        return self.node.meta.get("val")
+
+    def out_size(self, i: int | None = None) -> tuple[sympy.Expr, ...]:
+        val = self.meta if i is None else self.meta[i]
+        return tuple(sym_expr(s) for s in val.shape)
+
+    def out_dtype(self, i: int | None = None) -> torch.dtype:
+        val = self.meta if i is None else self.meta[i]
+        return val.dtype  # type: ignore[no-any-return]
+
+    @property
+    def device(self) -> str:
+        val = self.meta
+        while isinstance(val, (tuple, list)):
+            val = val[0]
+        return val.device.type if isinstance(val, torch.Tensor) else "cpu"
+
+    def seed_index(self) -> int:
+        """A fresh per-graph RNG seed slot (the wrapper fills the seed buffer, see lowerings)."""
+        self.seeds.append(self.node.name)
+        return len(self.seeds) - 1
+
+
+class GraphLowering:
+    """Walks an aten FX graph in order, lowering each node or falling back to an extern call."""
+
+    def __init__(self, lowerings: Mapping[str, LoweringFn], realize_cost: int = 24) -> None:
+        self.lowerings = lowerings
+        self.realize_cost = realize_cost
+        self.int_inputs: dict[str, Any] = {}
+        self.graph = IRGraph()
+        self.report = FallbackReport()
+        self.seeds: list[str] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.input_names: list[str] = []
+
+    def run(self, gm: torch.fx.GraphModule) -> IRGraph:
+        for node in gm.graph.nodes:
+            value = self._lower_node(node)
+            # a costly value read by several users is computed once instead of re-inlined
+            if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
+                value = self.graph.realize(value)
+            self.env[node] = value
+        return self.graph
+
+    def _lower_node(self, node: torch.fx.Node) -> Any:
+        if node.op == "placeholder":
+            return self._placeholder(node)
+        if node.op == "output":
+            outs = node.args[0]
+            self.graph.outputs = [self._output(v) for v in self._args(outs)]
+            return None
+        if node.op != "call_function":
+            raise LoweringError(str(node.target), node.name, f"unsupported FX node op {node.op}")
+        if node.target is operator.getitem:
+            seq, index = self._args(node.args)
+            return seq[index]
+        return self._call(node)
+
+    def _placeholder(self, node: torch.fx.Node) -> Any:
+        name = f"arg_{len(self.input_names)}"
+        self.input_names.append(name)
+        self.graph.inputs.append(name)
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor):
+            layout = meta_layout(val)
+            layout = Layout(layout.size, layout.stride, sympy.Integer(0), val.dtype, layout.device)
+            self.graph.add_buffer("input", layout, name)
+            return StorageView(name, layout)
+        if isinstance(val, (torch.SymInt, int)):
+            self.int_inputs[name] = sym_expr(val)
+            return sym_expr(val)
+        self.int_inputs[name] = val
+        return val
+
+    def _output(self, value: Any) -> Any:
+        if isinstance(value, Lazy):
+            return self.graph.realize(value)
+        return value
+
+    def _args(self, tree: Any) -> Any:
+        return torch.fx.node.map_arg(tree, self.env.__getitem__)
+
+    def _call(self, node: torch.fx.Node) -> Any:
+        name = op_name(node.target)
+        args = _convert(self._args(node.args))
+        kwargs = _convert(self._args(node.kwargs))
+        fn = self.lowerings.get(name)
+        if fn is None:
+            self.report.add(name, "no lowering")
+        else:
+            ctx = LoweringContext(self.graph, node, self.seeds)
+            try:
+                return fn(ctx, *args, **kwargs)
+            except Fallback as why:
+                self.report.add(name, str(why) or "lowering declined")
+        return extern_call(self.graph, node, name, args, kwargs)
+
+
+def _convert(tree: Any) -> Any:
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_convert(v) for v in tree)
+    if isinstance(tree, dict):
+        return {k: _convert(v) for k, v in tree.items()}
+    if isinstance(tree, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return sym_expr(tree) if isinstance(tree, torch.SymInt) else tree
+    return tree
+
+
+def extern_call(
+    graph: IRGraph, node: torch.fx.Node, op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Any:
+    """Lower `node` as a library call of aten `op`; returns its result value(s)."""
+    views: list[tuple[str, StorageView]] = []
+    c_args = tuple(_constant(graph, a, views, op, node) for a in args)
+    c_kwargs = tuple(
+        (k, _constant(graph, v, views, op, node))
+        for k, v in kwargs.items()
+        if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
+    )
+    val = node.meta.get("val")
+    result = graph.new_name("extern")
+    if isinstance(val, torch.Tensor):
+        out = graph.add_buffer("extern", meta_layout(val), result)
+        graph.nodes.append(
+            ExternNode(
+                graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)
+            )
+        )
+        return StorageView(out, graph.buffers[out].layout)
+    if not isinstance(val, (tuple, list)):
+        raise LoweringError(op, node.name, f"extern result {type(val).__name__} is not supported")
+    outs: list[str] = []
+    values: list[Any] = []
+    for item in val:
+        if isinstance(item, torch.Tensor):
+            name = graph.add_buffer("multi", meta_layout(item))
+            outs.append(name)
+            values.append(StorageView(name, graph.buffers[name].layout))
+        else:
+            outs.append("")
+            values.append(None)
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
+        )
+    )
+    return tuple(values)
+
+
+def _constant(
+    graph: IRGraph, value: Any, views: list[tuple[str, StorageView]], op: str, node: torch.fx.Node
+) -> Any:
+    if isinstance(value, (StorageView, Lazy)):
+        return Ref(_materialise(graph, value, views))
+    if isinstance(value, (list, tuple)):
+        return tuple(_constant(graph, v, views, op, node) for v in value)
+    if isinstance(value, sympy.Expr):
+        if value.is_Integer:
+            return int(value)
+        if value.is_Symbol:
+            return Ref(str(value))
+        raise LoweringError(op, node.name, f"size expression {value} as an extern argument")
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        return value
+    if isinstance(value, torch.device):
+        return value
+    raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
+
+
+def _materialise(graph: IRGraph, value: TensorValue, views: list[tuple[str, StorageView]]) -> str:
+    view = graph.realize(value)
+    base = graph.buffers[view.buffer].layout
+    if view.layout == base:
+        return view.buffer
+    name = graph.new_name("view")
+    views.append((name, view))
+    return name

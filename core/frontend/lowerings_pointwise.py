@@ -1,0 +1,353 @@
+"""Pointwise lowerings: arithmetic, comparison, logical, bitwise, unary math, special functions,
+where, clamp and casts. Each returns a `Lazy` value that consumers inline."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import (
+    Ops,
+    converted,
+    is_tensor,
+    lazy,
+    map_values,
+    operand,
+    promoted,
+)
+
+_SAME_NAME_UNARY = [
+    "abs",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "ceil",
+    "cos",
+    "cosh",
+    "erf",
+    "erfc",
+    "erfinv",
+    "exp",
+    "exp2",
+    "expm1",
+    "floor",
+    "lgamma",
+    "log",
+    "log10",
+    "log1p",
+    "log2",
+    "neg",
+    "reciprocal",
+    "relu",
+    "rsqrt",
+    "sigmoid",
+    "sign",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+    "digamma",
+    "i0",
+    "bitwise_not",
+]
+_SPECIAL_UNARY = {
+    "special_erfcx": "erfcx",
+    "special_i0e": "i0e",
+    "special_i1": "i1",
+    "special_i1e": "i1e",
+    "special_ndtr": "ndtr",
+    "special_ndtri": "ndtri",
+    "special_log_ndtr": "log_ndtr",
+    "special_bessel_j0": "bessel_j0",
+    "special_bessel_j1": "bessel_j1",
+    "special_bessel_y0": "bessel_y0",
+    "special_bessel_y1": "bessel_y1",
+    "special_airy_ai": "airy_ai",
+    "special_modified_bessel_i0": "modified_bessel_i0",
+    "special_modified_bessel_i1": "modified_bessel_i1",
+    "special_modified_bessel_k0": "modified_bessel_k0",
+    "special_modified_bessel_k1": "modified_bessel_k1",
+    "special_scaled_modified_bessel_k0": "scaled_modified_bessel_k0",
+    "special_scaled_modified_bessel_k1": "scaled_modified_bessel_k1",
+    "special_spherical_bessel_j0": "spherical_bessel_j0",
+}
+_SAME_NAME_BINARY = [
+    "atan2",
+    "copysign",
+    "hypot",
+    "nextafter",
+    "fmod",
+    "remainder",
+    "maximum",
+    "minimum",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "igamma",
+    "igammac",
+]
+_SPECIAL_BINARY = {
+    "special_zeta": "zeta",
+    **{
+        f"special_{p}": p
+        for p in [
+            "chebyshev_polynomial_t",
+            "chebyshev_polynomial_u",
+            "chebyshev_polynomial_v",
+            "chebyshev_polynomial_w",
+            "hermite_polynomial_h",
+            "hermite_polynomial_he",
+            "laguerre_polynomial_l",
+            "legendre_polynomial_p",
+            "shifted_chebyshev_polynomial_t",
+            "shifted_chebyshev_polynomial_u",
+            "shifted_chebyshev_polynomial_v",
+            "shifted_chebyshev_polynomial_w",
+        ]
+    },
+}
+_COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
+_LOGICAL = ("logical_and", "logical_or", "logical_xor")
+
+
+def _op(name: str) -> Callable[..., Any]:
+    def apply(ops: Ops, *values: Any) -> Any:
+        return getattr(ops, name)(*values)
+
+    apply.__name__ = f"apply_{name}"
+    return apply
+
+
+def elementwise(name: str) -> LoweringFn:
+    """Lowering that converts operands to the output dtype and applies op `name`."""
+    apply = _op(name)
+
+    def lower(ctx: LoweringContext, *args: Any) -> Any:
+        return map_values(ctx, args, ctx.out_dtype(), apply)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def compare(name: str) -> LoweringFn:
+    """Comparison / logical op: operands promoted together, bool result."""
+    apply = _op(name)
+
+    def lower(ctx: LoweringContext, *args: Any) -> Any:
+        return map_values(ctx, args, promoted(*args), apply)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def predicate(name: str) -> LoweringFn:
+    """isnan / isinf / signbit / logical_not: the operand keeps its dtype, bool result."""
+    apply = _op(name)
+
+    def lower(ctx: LoweringContext, x: Any) -> Any:
+        return map_values(ctx, (x,), x.dtype, apply)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def _add(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
+    if not is_tensor(alpha) and alpha == 1:
+        return map_values(ctx, (a, b), ctx.out_dtype(), _op("add"))
+    return map_values(ctx, (a, b, alpha), ctx.out_dtype(), _axpy("add"))
+
+
+def _sub(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
+    if not is_tensor(alpha) and alpha == 1:
+        return map_values(ctx, (a, b), ctx.out_dtype(), _op("sub"))
+    return map_values(ctx, (a, b, alpha), ctx.out_dtype(), _axpy("sub"))
+
+
+def _rsub(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
+    return _sub(ctx, b, a, alpha)
+
+
+def _axpy(name: str) -> Callable[..., Any]:
+    def apply(ops: Ops, a: Any, b: Any, alpha: Any) -> Any:
+        return getattr(ops, name)(a, ops.mul(b, alpha))
+
+    return apply
+
+
+def _div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+    out = ctx.out_dtype()
+    if rounding_mode is None:
+        return map_values(ctx, (a, b), out, _op("truediv"))
+    if not out.is_floating_point:
+        name = "floordiv" if rounding_mode == "floor" else "truncdiv"
+        return map_values(ctx, (a, b), out, _op(name))
+    rounder = _op("floor" if rounding_mode == "floor" else "trunc")
+
+    def apply(ops: Ops, x: Any, y: Any) -> Any:
+        return rounder(ops, ops.truediv(x, y))
+
+    return map_values(ctx, (a, b), out, apply)
+
+
+def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
+    if not is_tensor(b) and b == 2:
+        return map_values(ctx, (a,), ctx.out_dtype(), _op("square"))
+    if not is_tensor(b) and b == 0.5 and ctx.out_dtype().is_floating_point:
+        return map_values(ctx, (a,), ctx.out_dtype(), _op("sqrt"))
+    return map_values(ctx, (a, b), ctx.out_dtype(), _op("pow"))
+
+
+def _where(ctx: LoweringContext, cond: Any, a: Any, b: Any) -> Any:
+    out = ctx.out_dtype()
+
+    def apply(ops: Ops, c: Any, x: Any, y: Any) -> Any:
+        return ops.where(c, x, y)
+
+    # the condition stays bool; only the branches take the output dtype
+    size = ctx.out_size()
+    loaders = (operand(cond, size, torch.bool), operand(a, size, out), operand(b, size, out))
+
+    def load(ops: Ops, idx: Any) -> Any:
+        return apply(ops, *(ld(ops, idx) for ld in loaders))
+
+    return lazy(size, out, ctx.device, load, cond, a, b)
+
+
+def _clamp(ctx: LoweringContext, x: Any, lo: Any = None, hi: Any = None) -> Any:
+    bounds = [v for v in (lo, hi) if v is not None]
+    has_lo, has_hi = lo is not None, hi is not None
+
+    def apply(ops: Ops, v: Any, *b: Any) -> Any:
+        if has_lo:
+            v = ops.maximum(v, b[0])
+        if has_hi:
+            v = ops.minimum(v, b[-1])
+        return v
+
+    return map_values(ctx, (x, *bounds), ctx.out_dtype(), apply)
+
+
+def _clamp_min(ctx: LoweringContext, x: Any, lo: Any) -> Any:
+    return _clamp(ctx, x, lo, None)
+
+
+def _clamp_max(ctx: LoweringContext, x: Any, hi: Any) -> Any:
+    return _clamp(ctx, x, None, hi)
+
+
+def _to_copy(ctx: LoweringContext, x: Any, **kwargs: Any) -> Any:
+    if not is_tensor(x):
+        raise Fallback("_to_copy of a non-tensor")
+    if ctx.device != x.device:
+        raise Fallback("device transfer")
+    return map_values(ctx, (x,), ctx.out_dtype(), _identity)
+
+
+def _identity(ops: Ops, x: Any) -> Any:
+    return x
+
+
+def _convert(ctx: LoweringContext, x: Any, dtype: torch.dtype) -> Any:
+    return map_values(ctx, (x,), dtype, _identity)
+
+
+def _clone(ctx: LoweringContext, x: Any, **kwargs: Any) -> Any:
+    return map_values(ctx, (x,), ctx.out_dtype(), _identity)
+
+
+def _gelu(ctx: LoweringContext, x: Any, approximate: str = "none") -> Any:
+    def exact(ops: Ops, v: Any) -> Any:
+        half = ops.constant(0.5, torch.float32)
+        inner = ops.erf(ops.mul(v, ops.constant(math.sqrt(0.5), torch.float32)))
+        return ops.mul(ops.mul(half, v), ops.add(ops.constant(1.0, torch.float32), inner))
+
+    def tanh(ops: Ops, v: Any) -> Any:
+        c = ops.constant(math.sqrt(2.0 / math.pi), torch.float32)
+        cube = ops.mul(ops.mul(v, v), v)
+        inner = ops.mul(c, ops.add(v, ops.mul(ops.constant(0.044715, torch.float32), cube)))
+        one = ops.constant(1.0, torch.float32)
+        return ops.mul(ops.mul(ops.constant(0.5, torch.float32), v), ops.add(one, ops.tanh(inner)))
+
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise Fallback(f"gelu on {x.dtype}")
+    lowered = map_values(ctx, (x,), torch.float32, exact if approximate == "none" else tanh)
+    return _convert_to(ctx, lowered)
+
+
+def _silu(ctx: LoweringContext, x: Any) -> Any:
+    def apply(ops: Ops, v: Any) -> Any:
+        return ops.mul(v, ops.sigmoid(v))
+
+    return _convert_to(ctx, map_values(ctx, (x,), torch.float32, apply))
+
+
+def _convert_to(ctx: LoweringContext, value: Any) -> Any:
+    return converted(value, ctx.out_dtype())
+
+
+def _frac(ctx: LoweringContext, x: Any) -> Any:
+    def apply(ops: Ops, v: Any) -> Any:
+        return ops.sub(v, ops.trunc(v))
+
+    return map_values(ctx, (x,), ctx.out_dtype(), apply)
+
+
+def _polygamma(ctx: LoweringContext, n: int, x: Any) -> Any:
+    def apply(ops: Ops, v: Any) -> Any:
+        return ops.polygamma(ops.constant(n, ctx.out_dtype()), v)
+
+    return map_values(ctx, (x,), ctx.out_dtype(), apply)
+
+
+def table() -> dict[str, LoweringFn]:
+    """The pointwise lowerings, by aten overload name."""
+    t: dict[str, LoweringFn] = {}
+    for name in _SAME_NAME_UNARY:
+        t[f"aten.{name}.default"] = elementwise(name)
+    for aten, op in _SPECIAL_UNARY.items():
+        t[f"aten.{aten}.default"] = elementwise(op)
+    for name in _SAME_NAME_BINARY:
+        for overload in ("Tensor", "Scalar", "default", "Tensor_Tensor"):
+            t[f"aten.{name}.{overload}"] = elementwise(name)
+    for aten, op in _SPECIAL_BINARY.items():
+        for overload in ("default", "x_scalar", "n_scalar", "self_scalar", "other_scalar"):
+            t[f"aten.{aten}.{overload}"] = elementwise(op)
+    for name in (*_COMPARE, *_LOGICAL):
+        for overload in ("Tensor", "Scalar", "default"):
+            t[f"aten.{name}.{overload}"] = compare(name)
+    for name in ("isnan", "isinf", "signbit", "logical_not"):
+        t[f"aten.{name}.default"] = predicate(name)
+    t["aten.round.default"] = elementwise("round")
+    for overload in ("Tensor", "Scalar"):
+        t[f"aten.add.{overload}"] = _add
+        t[f"aten.sub.{overload}"] = _sub
+        t[f"aten.rsub.{overload}"] = _rsub
+        t[f"aten.mul.{overload}"] = elementwise("mul")
+        t[f"aten.div.{overload}"] = _div
+        t[f"aten.div.{overload}_mode"] = _div
+    for overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar"):
+        t[f"aten.pow.{overload}"] = _pow
+    t["aten.where.self"] = _where
+    for overload in ("default", "Tensor"):
+        t[f"aten.clamp.{overload}"] = _clamp
+        t[f"aten.clamp_min.{overload}"] = _clamp_min
+        t[f"aten.clamp_max.{overload}"] = _clamp_max
+    t["aten._to_copy.default"] = _to_copy
+    t["prims.convert_element_type.default"] = _convert
+    t["aten.clone.default"] = _clone
+    t["aten.gelu.default"] = _gelu
+    t["aten.silu.default"] = _silu
+    t["aten.frac.default"] = _frac
+    t["aten.polygamma.default"] = _polygamma
+    return t

@@ -1,0 +1,245 @@
+"""View lowerings: a strided view of a realised buffer is a new layout, a view of a lazy value
+re-indexes its loader. Views never make kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops
+from polyduct.indexing import contiguous_strides, linear_index, unflatten
+from polyduct.ir import Expr, Layout, Lazy, StorageView, TensorValue
+
+Reindex = Callable[[Sequence[Expr]], list[Expr]]
+
+
+def _view(
+    x: TensorValue, size: Sequence[Expr], reindex: Reindex, layout: Layout | None
+) -> TensorValue:
+    """`x` seen through `reindex` (output coords -> input coords) with the new `size`."""
+    if isinstance(x, StorageView) and layout is not None:
+        return StorageView(x.buffer, layout)
+    if isinstance(x, StorageView):
+        src = x
+
+        def load_view(ops: Ops, idx: Sequence[Expr]) -> Any:
+            return src.load(ops, reindex(idx))
+
+        return Lazy(tuple(size), x.dtype, x.device, load_view, 1)
+    fn = x.fn
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return fn(ops, reindex(idx))
+
+    return Lazy(tuple(size), x.dtype, x.device, load, x.cost)
+
+
+def _with(x: TensorValue, size: Sequence[Expr], stride: Sequence[Expr], offset: Expr) -> Layout:
+    base = x.layout if isinstance(x, StorageView) else None
+    assert base is not None
+    return Layout(tuple(size), tuple(stride), sympy.sympify(offset), base.dtype, base.device)
+
+
+def _strides(x: TensorValue) -> tuple[Expr, ...] | None:
+    return x.layout.stride if isinstance(x, StorageView) else None
+
+
+def _dim(d: int, ndim: int) -> int:
+    return d % ndim if ndim else 0
+
+
+def view(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
+    """view / reshape / _unsafe_view: contiguous input keeps its storage, else re-index flat."""
+    size = ctx.out_size()
+    if isinstance(x, StorageView) and _is_dense(x):
+        return StorageView(
+            x.buffer, Layout(size, contiguous_strides(size), x.layout.offset, x.dtype, x.device)
+        )
+    in_size = x.size
+    out_strides = contiguous_strides(size)
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        flat = linear_index(idx, out_strides) if idx else sympy.Integer(0)
+        return list(unflatten(flat, in_size))
+
+    return _view(x, size, reindex, None)
+
+
+def _is_dense(x: StorageView) -> bool:
+    want = contiguous_strides(x.size)
+    return all(s == 1 or a == b for s, a, b in zip(x.size, x.layout.stride, want, strict=True))
+
+
+def permute(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    n = len(x.size)
+    dims = [_dim(d, n) for d in dims]
+    size = [x.size[d] for d in dims]
+    inverse = [dims.index(i) for i in range(n)]
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        return [idx[inverse[i]] for i in range(n)]
+
+    st = _strides(x)
+    layout = None if st is None else _with(x, size, [st[d] for d in dims], x.layout.offset)  # type: ignore[union-attr]
+    return _view(x, size, reindex, layout)
+
+
+def transpose(ctx: LoweringContext, x: TensorValue, d0: int, d1: int) -> TensorValue:
+    n = len(x.size)
+    dims = list(range(n))
+    if n:
+        a, b = _dim(d0, n), _dim(d1, n)
+        dims[a], dims[b] = dims[b], dims[a]
+    return permute(ctx, x, dims)
+
+
+def t(ctx: LoweringContext, x: TensorValue) -> TensorValue:
+    return transpose(ctx, x, 0, 1) if len(x.size) == 2 else x
+
+
+def expand(ctx: LoweringContext, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
+    size = ctx.out_size()
+    lead = len(size) - len(x.size)
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        return [
+            sympy.Integer(0) if s == 1 and o != 1 else i
+            for s, o, i in zip(x.size, size[lead:], idx[lead:], strict=True)
+        ]
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        new = [sympy.Integer(0)] * lead + [
+            sympy.Integer(0) if s == 1 and o != 1 else v
+            for s, o, v in zip(x.size, size[lead:], st, strict=True)
+        ]
+        layout = _with(x, size, new, x.layout.offset)  # type: ignore[union-attr]
+    return _view(x, size, reindex, layout)
+
+
+def _norm_start(start: Any, length: Expr) -> Expr:
+    if start is None:
+        return sympy.Integer(0)
+    start = sympy.sympify(start)
+    if start.is_number and start < 0:
+        start = sympy.Max(start + length, 0)
+    if start.is_number and length.is_number and start > length:
+        return length
+    return start  # type: ignore[no-any-return]
+
+
+def slice_(
+    ctx: LoweringContext,
+    x: TensorValue,
+    dim: int = 0,
+    start: Any = None,
+    end: Any = None,
+    step: int = 1,
+) -> TensorValue:
+    n = len(x.size)
+    dim = _dim(dim, n)
+    size = ctx.out_size()
+    first = _norm_start(start, x.size[dim])
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        out = list(idx)
+        out[dim] = first + idx[dim] * step
+        return out
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        stride = list(st)
+        stride[dim] = st[dim] * step
+        layout = _with(x, size, stride, x.layout.offset + first * st[dim])  # type: ignore[union-attr]
+    return _view(x, size, reindex, layout)
+
+
+def select(ctx: LoweringContext, x: TensorValue, dim: int, index: Any) -> TensorValue:
+    n = len(x.size)
+    dim = _dim(dim, n)
+    index = sympy.sympify(index)
+    if index.is_number and index < 0:
+        index = index + x.size[dim]
+    size = ctx.out_size()
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        return [*idx[:dim], index, *idx[dim:]]
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        layout = _with(x, size, [*st[:dim], *st[dim + 1 :]], x.layout.offset + index * st[dim])  # type: ignore[union-attr]
+    return _view(x, size, reindex, layout)
+
+
+def _keep_dims(ctx: LoweringContext, x: TensorValue) -> TensorValue:
+    """squeeze / unsqueeze: only size-1 dims change, so map coordinates by position."""
+    size = ctx.out_size()
+    keep_in = [i for i, s in enumerate(x.size) if s != 1]
+    keep_out = [i for i, s in enumerate(size) if s != 1]
+    if len(keep_in) != len(keep_out):
+        raise Fallback("squeeze/unsqueeze changed a non-unit dim")
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        coords: list[Expr] = [sympy.Integer(0)] * len(x.size)
+        for i, o in zip(keep_in, keep_out, strict=True):
+            coords[i] = idx[o]
+        return coords
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        stride = [sympy.Integer(1)] * len(size)
+        for i, o in zip(keep_in, keep_out, strict=True):
+            stride[o] = st[i]
+        layout = _with(x, size, stride, x.layout.offset)  # type: ignore[union-attr]
+    return _view(x, size, reindex, layout)
+
+
+def squeeze(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
+    return _keep_dims(ctx, x)
+
+
+def as_strided(
+    ctx: LoweringContext, x: TensorValue, size: Any, stride: Sequence[Any], offset: Any = None
+) -> TensorValue:
+    base = x if isinstance(x, StorageView) else None
+    if base is None:
+        raise Fallback("as_strided of a computed value")
+    new_size = ctx.out_size()
+    new_off = base.layout.offset if offset is None else sympy.sympify(offset)
+    return StorageView(
+        base.buffer, _with(base, new_size, [sympy.sympify(s) for s in stride], new_off)
+    )
+
+
+def alias(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
+    return x
+
+
+def table() -> dict[str, LoweringFn]:
+    """The view lowerings, by aten overload name."""
+    return {
+        "aten.view.default": view,
+        "aten.reshape.default": view,
+        "aten._unsafe_view.default": view,
+        "aten.permute.default": permute,
+        "aten.transpose.int": transpose,
+        "aten.t.default": t,
+        "aten.expand.default": expand,
+        "aten.slice.Tensor": slice_,
+        "aten.select.int": select,
+        "aten.squeeze.default": squeeze,
+        "aten.squeeze.dim": squeeze,
+        "aten.squeeze.dims": squeeze,
+        "aten.unsqueeze.default": squeeze,
+        "aten.as_strided.default": as_strided,
+        "aten.alias.default": alias,
+        "aten.detach.default": alias,
+        "aten.lift_fresh_copy.default": alias,
+    }

@@ -1,0 +1,77 @@
+"""Frontend options: which kernel and wrapper backends, debug checks, lowering overrides.
+
+Built once at the entry point from the `options` mapping of `torch.compile` (and the environment);
+unknown keys and unknown backend names are rejected with the list of what is accepted/installed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from polyduct.errors import InvalidOption
+
+KERNELS_ENV = "POLYDUCT_KERNELS"
+WRAPPER_ENV = "POLYDUCT_WRAPPER"
+DEBUG_ASSERTS_ENV = "POLYDUCT_DEBUG_ASSERTS"
+_KEYS = (
+    "kernels",
+    "wrapper",
+    "kernel_options",
+    "wrapper_options",
+    "debug_asserts",
+    "lowerings",
+    "observer",
+    "realize_cost",
+)
+
+
+@dataclass(frozen=True)
+class FrontendOptions:
+    """Options of one `torch.compile(..., backend="polyduct")` / `polyduct.compile` call.
+
+    `lowerings`: program-scope overrides, aten overload name -> lowering function (they win over
+    plugin and core lowerings). `observer`: called with each `CompiledGraph` (tests, tooling).
+    `realize_cost`: a multi-use pointwise value larger than this is computed once into a buffer.
+    """
+
+    kernels: str = "reference"
+    wrapper: str = "python"
+    kernel_options: Mapping[str, Any] = field(default_factory=dict)
+    wrapper_options: Mapping[str, Any] = field(default_factory=dict)
+    debug_asserts: bool = False
+    lowerings: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    observer: Callable[[Any], None] | None = None
+    realize_cost: int = 24
+
+    def __post_init__(self) -> None:
+        for key in ("kernels", "wrapper"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value:
+                raise InvalidOption("polyduct", key, value, "a backend name")
+        if self.realize_cost < 1:
+            raise InvalidOption("polyduct", "realize_cost", self.realize_cost, "an int >= 1")
+
+    @classmethod
+    def from_mapping(
+        cls, options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
+    ) -> FrontendOptions:
+        """Options from a `torch.compile(options=...)` mapping plus the environment."""
+        env = os.environ if environ is None else environ
+        opts = dict(options or {})
+        unknown = sorted(set(opts) - set(_KEYS))
+        if unknown:
+            raise InvalidOption(
+                "polyduct", unknown[0], opts[unknown[0]], "one of " + ", ".join(_KEYS)
+            )
+        opts.setdefault("kernels", env.get(KERNELS_ENV) or "reference")
+        opts.setdefault("wrapper", env.get(WRAPPER_ENV) or "python")
+        opts.setdefault("debug_asserts", env.get(DEBUG_ASSERTS_ENV, "") not in ("", "0"))
+        return cls(**opts)
+
+    def validate(self, plugins: Any) -> None:
+        """Raise `UnknownName` (listing installed backends) for a backend that is not there."""
+        plugins.kernel_backends.get(self.kernels)
+        plugins.wrapper_backends.get(self.wrapper)

@@ -1,0 +1,225 @@
+"""The scheduler: groups compute nodes into fused kernels (`KernelSpec`s), in program order.
+
+Fusion rules (greedy, deterministic, each node tries only the most recent group):
+- a pointwise node joins a group whose outer space (size-1 dims dropped) equals its shape (an
+  `outer` stage) or equals outer + reduction space (an `inner` stage, a reduction epilogue);
+- a reduction joins a group with the same outer and reduction spaces (one `reduce` stage each);
+- a node may read what the group wrote only at the point being computed: reduction results are
+  kernel locals (any index that depends on the outer point alone), pointwise results only within
+  the same stage and at exactly the stored index (forwarded as values, never re-loaded).
+Buffers written and read only inside one kernel are removed (forwarded values / locals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from polyduct.handlers.default import DefaultHandler
+from polyduct.indexing import index_vars
+from polyduct.ir import (
+    Access,
+    AccessRecorder,
+    ComputeNode,
+    Expr,
+    ExternNode,
+    IRGraph,
+)
+from polyduct.kernel import KernelSpec, Stage, StageKind
+from polyduct.ops import OpHandler
+
+_ONE = sympy.Integer(1)
+
+
+@dataclass(eq=False)
+class Member:
+    """A node placed in a group: its stage kind and its coordinates in kernel variables."""
+
+    node: ComputeNode
+    kind: StageKind
+    x: tuple[Expr, ...]
+    r: tuple[Expr, ...]
+    access: Access
+
+
+@dataclass(eq=False)
+class Group:
+    """A fused kernel being built."""
+
+    outer: tuple[Expr, ...]
+    red: tuple[Expr, ...]
+    members: list[Member] = field(default_factory=list)
+
+    def stage_of(self, buffer: str) -> int | None:
+        """Index of the member that writes `buffer`."""
+        for i, m in enumerate(self.members):
+            if buffer in m.node.outputs:
+                return i
+        return None
+
+
+Item = Group | ExternNode
+
+
+def _squeeze(ranges: Sequence[Expr]) -> tuple[Expr, ...]:
+    return tuple(s for s in ranges if s != 1)
+
+
+def _coords(ranges: Sequence[Expr], kvars: Sequence[Expr]) -> tuple[Expr, ...]:
+    """Node coordinates: kernel variables at non-unit dims, 0 at size-1 dims."""
+    it = iter(kvars)
+    return tuple(sympy.Integer(0) if s == 1 else next(it) for s in ranges)
+
+
+def _place(node: ComputeNode, group: Group) -> Member | None:
+    """How `node` sits in `group` (stage kind and coordinates), or None if shapes differ."""
+    xv = index_vars("x", len(group.outer))
+    rv = index_vars("r", len(group.red))
+    sq = _squeeze(node.ranges)
+    if node.kind == "pointwise":
+        if sq == group.outer:
+            kind: StageKind = "outer"
+            x, r = _coords(node.ranges, xv), ()
+        elif group.red and sq == group.outer + group.red:
+            kind, x, r = "inner", _coords(node.ranges, (*xv, *rv)), ()
+        else:
+            return None
+    elif node.kind == "reduction":
+        if sq != group.outer or _squeeze(node.reduction_ranges) != group.red:
+            return None
+        kind, x, r = "reduce", _coords(node.ranges, xv), _coords(node.reduction_ranges, rv)
+    else:
+        return None
+    access = Access()
+    node.body(AccessRecorder(access), x, r)
+    return Member(node, kind, x, r, access)
+
+
+def _reads_ok(member: Member, group: Group) -> bool:
+    """Whether `member` reads what `group` wrote only at the point it computes."""
+    rv = set(index_vars("r", len(group.red)))
+    last = group.members[-1] if group.members else None
+    for name, index in member.access.loads:
+        pos = group.stage_of(name)
+        if pos is None:
+            continue
+        writer = group.members[pos]
+        if name in writer.node.accumulators:
+            if index.free_symbols & rv:
+                return False
+            continue
+        if writer is not last or writer.kind != member.kind or member.kind == "reduce":
+            return False
+        want = sympy.expand(index)
+        if all(sympy.expand(idx) != want for n, idx in writer.access.stores if n == name):
+            return False
+    return True
+
+
+def schedule(graph: IRGraph) -> list[Item]:
+    """Fuse `graph`'s compute nodes into groups; externs stay in place."""
+    items: list[Item] = []
+    for node in graph.nodes:
+        if isinstance(node, ExternNode):
+            items.append(node)
+            continue
+        last = items[-1] if items and isinstance(items[-1], Group) else None
+        member = _place(node, last) if last is not None else None
+        if last is not None and member is not None and _reads_ok(member, last):
+            last.members.append(member)
+            continue
+        group = Group(_squeeze(node.ranges), _squeeze(node.reduction_ranges))
+        if node.kind in ("scan", "sort"):
+            group = Group(tuple(node.ranges), tuple(node.reduction_ranges))
+            xv, rv = index_vars("x", len(group.outer)), index_vars("r", len(group.red))
+            access = Access()
+            node.body(AccessRecorder(access), xv, rv)
+            group.members.append(Member(node, node.kind, xv, rv, access))
+        else:
+            placed = _place(node, group)
+            assert placed is not None
+            group.members.append(placed)
+        items.append(group)
+    return items
+
+
+class _KernelOps(DefaultHandler[Any]):
+    """Forwards every op to the backend's handler; redirects reduction results to their locals,
+    forwards values stored earlier in the same stage, and drops stores of removed buffers."""
+
+    def __init__(self, inner: OpHandler[Any], renames: dict[str, str], removed: set[str]):
+        self.inner, self.renames, self.removed = inner, renames, removed
+        self.values: dict[tuple[str, Expr], Any] = {}
+
+    def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    def load(self, name: str, index: Expr) -> Any:
+        if name in self.renames:
+            return self.inner.load(self.renames[name], index)
+        key = (name, sympy.expand(index))
+        if key in self.values:
+            return self.values[key]
+        return self.inner.load(name, index)
+
+    def store(self, name: str, index: Expr, value: Any, mode: Any = None) -> None:
+        if mode is None:
+            self.values[(name, sympy.expand(index))] = value
+        if name not in self.removed or mode is not None:
+            self.inner.store(name, index, value, mode)
+
+
+@dataclass
+class KernelPlan:
+    """A group turned into a `KernelSpec`, plus the buffers it allocates (written, not removed)."""
+
+    spec: KernelSpec
+    outputs: tuple[str, ...]
+    reads: tuple[str, ...]
+
+
+def _stages(
+    group: Group, renames: dict[str, str], removed: set[str], copies: list[tuple[str, Any]]
+) -> tuple[Stage, ...]:
+    runs: list[list[Member]] = []
+    for m in group.members:
+        if runs and runs[-1][0].kind == m.kind and m.kind in ("outer", "inner"):
+            runs[-1].append(m)
+        else:
+            runs.append([m])
+    stages = [Stage(run[0].kind, _stage_body(run, renames, removed)) for run in runs]
+    if copies:
+        stages.append(Stage("outer", _copy_body(group, copies)))
+    return tuple(stages)
+
+
+def _stage_body(run: list[Member], renames: dict[str, str], removed: set[str]) -> Any:
+    def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
+        wrapped = _KernelOps(ops, renames, removed)
+        subs = _kernel_subs(x, r)
+        for m in run:
+            mx = tuple(sympy.sympify(e).xreplace(subs) for e in m.x)
+            mr = tuple(sympy.sympify(e).xreplace(subs) for e in m.r)
+            m.node.body(wrapped, mx, mr)
+
+    return body
+
+
+def _kernel_subs(x: Sequence[Expr], r: Sequence[Expr]) -> dict[Any, Expr]:
+    xv, rv = index_vars("x", len(x)), index_vars("r", len(r))
+    subs: dict[Any, Expr] = dict(zip(xv, x, strict=True))
+    subs.update(zip(rv, r, strict=True))
+    return subs
+
+
+def _copy_body(group: Group, copies: list[tuple[str, Any]]) -> Any:
+    def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
+        for buf, (local, layout, coords) in copies:
+            subs = _kernel_subs(x, ())
+            idx = [sympy.sympify(c).xreplace(subs) for c in coords]
+            ops.store(buf, layout.index(idx), ops.load(local, sympy.Integer(0)))
+
+    return body
