@@ -1,0 +1,136 @@
+"""`python -m bench [runtime|compile|instructions|check]`: see bench/__init__.py and docs/performance.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RESULTS = Path(__file__).with_name("results")
+
+
+def _runtime(args: argparse.Namespace) -> int:
+    from bench.plot import plot_runtime
+    from bench.runtime import Result, run_suite, to_json
+    from bench.variants import installed_kernel_backends, variants
+    from bench.workloads import by_name
+
+    device = args.device
+    chosen = variants(device, args.kernels or None)
+    _, load_errors = installed_kernel_backends(device)
+    print(f"variants: {[v.name for v in chosen]}", flush=True)
+
+    def report(r: Result) -> None:
+        time_ms = "-" if r.median_s is None else f"{r.median_s * 1e3:.3f} ms"
+        ratio = "" if r.vs_eager is None else f" x{r.vs_eager:.2f} vs eager"
+        ind = "" if r.vs_inductor is None else f" x{r.vs_inductor:.2f} vs inductor"
+        err = f"  [{r.error}]" if r.error else ""
+        print(
+            f"{r.workload:<20} {r.size:<7} {r.variant:<20} {time_ms}{ratio}{ind}{err}", flush=True
+        )
+
+    opts = {"rounds": args.rounds, "budget_s": args.budget}
+    results = run_suite(by_name(args.workloads), args.sizes, chosen, device, opts, report)
+    meta = {
+        "torch": torch.__version__,
+        "device": device,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "plugin_load_errors": load_errors,
+        "copy_bandwidth_Bps": opts.get("copy_bw"),
+    }
+    doc = to_json(results, meta)
+    RESULTS.mkdir(exist_ok=True)
+    out = Path(args.out or RESULTS / "runtime.json")
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    plot_runtime(doc["results"], out.with_suffix(".png"))
+    print(f"wrote {out} and {out.with_suffix('.png')}")
+    return 0
+
+
+def _compile(args: argparse.Namespace) -> int:
+    from bench.compile_time import run
+
+    rows = run(args.workloads, args.size)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "compile_time.json").write_text(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+def _instructions(args: argparse.Namespace) -> int:
+    from bench.checker import EXPECTED, check, failed, load_expected, report, updated
+    from bench.instructions import COMPILERS, GRAPHS, measure_all, save
+
+    counts = measure_all(args.graphs or list(GRAPHS), args.compilers or list(COMPILERS))
+    RESULTS.mkdir(exist_ok=True)
+    save(RESULTS / "instructions.json", counts)
+    expected = load_expected()
+    if args.update:
+        EXPECTED.write_text(json.dumps(updated(counts, expected), indent=2) + "\n")
+        print(f"updated {EXPECTED}")
+        return 0
+    verdicts = check(counts, {k: v for k, v in expected.items() if k in counts})
+    print(report(verdicts))
+    return 1 if failed(verdicts) else 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from bench.checker import check, failed, load_expected, report
+
+    counts: dict[str, Any] = json.loads(Path(args.results).read_text())
+    verdicts = check(counts, load_expected())
+    print(report(verdicts))
+    return 1 if failed(verdicts) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    sub = parser.add_subparsers(dest="cmd")
+    rt = sub.add_parser("runtime", help="runtime suite (default)")
+    rt.add_argument("--sizes", nargs="+", default=["small", "medium", "large"])
+    rt.add_argument("--workloads", nargs="*")
+    rt.add_argument("--kernels", nargs="*", help="polyduct kernel backends (default: installed)")
+    rt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    rt.add_argument("--rounds", type=int, default=15)
+    rt.add_argument("--budget", type=float, default=6.0, help="seconds of timing per group")
+    rt.add_argument("--out")
+    ct = sub.add_parser("compile", help="cold and warm compile time")
+    ct.add_argument("--workloads", nargs="*")
+    ct.add_argument("--size", default="small")
+    ins = sub.add_parser("instructions", help="compile-time instruction counts (callgrind)")
+    ins.add_argument("--graphs", nargs="*")
+    ins.add_argument("--compilers", nargs="*")
+    ins.add_argument("--update", action="store_true", help="rewrite the expected results")
+    ck = sub.add_parser("check", help="check saved counts against the expected results")
+    ck.add_argument("results", nargs="?", default=str(RESULTS / "instructions.json"))
+    cw = sub.add_parser("compile-worker")
+    cw.add_argument("--workload")
+    cw.add_argument("--variant")
+    cw.add_argument("--size")
+    iw = sub.add_parser("instr-worker")
+    iw.add_argument("--graph")
+    iw.add_argument("--compiler")
+    args = parser.parse_args(argv)
+    if args.cmd == "compile-worker":
+        from bench.compile_time import worker
+
+        worker(args.workload, args.variant, args.size)
+        return 0
+    if args.cmd == "instr-worker":
+        from bench.instructions import worker as instr_worker
+
+        instr_worker(args.graph, args.compiler)
+        return 0
+    handlers = {"compile": _compile, "instructions": _instructions, "check": _check}
+    if args.cmd is None:
+        args = parser.parse_args(["runtime", *(argv if argv is not None else sys.argv[1:])])
+    return handlers.get(args.cmd, _runtime)(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""Compile-time instruction counts under `valgrind --tool=callgrind`, polyduct beside Inductor.
+
+Each (graph, compiler) runs in its own process under callgrind with collection off; the backend
+is wrapped so collection is on only while the compiler itself runs (`torch._C._valgrind_toggle`):
+Dynamo's tracing and the process start are excluded. polyduct uses the reference kernel backend
+so no external compiler is counted; Inductor's C++ compiler runs in a child process, which
+callgrind does not follow. A warm-up compile of another graph first keeps one-time imports out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+GRAPHS = ("add1000", "linear20", "transformer_block", "dynamic_pointwise")
+COMPILERS = ("polyduct", "inductor")
+
+
+def _add1000(x: torch.Tensor) -> torch.Tensor:
+    for _ in range(1000):
+        x = x + 1
+    return x
+
+
+def _graph(name: str) -> tuple[Callable[..., Any], tuple[Any, ...], bool]:
+    from bench.workloads import Block, pointwise3
+
+    torch.manual_seed(0)
+    if name == "add1000":
+        return _add1000, (torch.randn(8, 8),), False
+    if name == "linear20":
+        layers = torch.nn.Sequential(*(torch.nn.Linear(32, 32) for _ in range(20)))
+        return layers, (torch.randn(4, 32),), False
+    if name == "transformer_block":
+        return Block(64), (torch.randn(16, 64),), False
+    if name == "dynamic_pointwise":
+        return pointwise3, tuple(torch.randn(8, 8) for _ in range(3)), True
+    raise SystemExit(f"unknown graph {name!r}; known: {GRAPHS}")
+
+
+def _backend(compiler: str) -> Callable[..., Any]:
+    if compiler == "inductor":
+        import torch._inductor.config as inductor_config
+        from torch._inductor.compile_fx import compile_fx
+
+        inductor_config.fx_graph_cache = False
+        inductor_config.compile_threads = 1
+        return compile_fx
+    from torch._dynamo import lookup_backend
+
+    polyduct = lookup_backend("polyduct")
+
+    def compile_polyduct(gm: torch.fx.GraphModule, inputs: list[Any]) -> Any:
+        return polyduct(gm, inputs, options={"kernels": "reference"})
+
+    return compile_polyduct
+
+
+def worker(graph: str, compiler: str) -> None:
+    """Inside callgrind: warm up, then compile `graph` with collection on only in the backend."""
+    real = _backend(compiler)
+
+    def measured(gm: torch.fx.GraphModule, inputs: list[Any]) -> Any:
+        torch._C._valgrind_toggle()
+        try:
+            return real(gm, inputs)
+        finally:
+            torch._C._valgrind_toggle()
+
+    warm = torch.compile(lambda x: torch.cos(x) * 2, backend=real)
+    warm(torch.randn(4))
+    fn, inputs, dynamic = _graph(graph)
+    compiled = torch.compile(fn, backend=measured, dynamic=dynamic)
+    compiled(*inputs)
+
+
+def measure(graph: str, compiler: str, timeout_s: float = 1800) -> int:
+    """Instructions (Ir) `compiler` executes compiling `graph`, from callgrind's totals."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        cmd = [
+            "valgrind",
+            "--tool=callgrind",
+            "--collect-atstart=no",
+            f"--callgrind-out-file={out}",
+            sys.executable,
+            "-m",
+            "bench",
+            "instr-worker",
+            "--graph",
+            graph,
+            "--compiler",
+            compiler,
+        ]
+        env = dict(
+            os.environ,
+            POLYDUCT_CACHE_DIR=str(Path(tmp) / "pd"),
+            TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "ind"),
+        )
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout_s,
+            cwd=Path(__file__).parent.parent,
+        )
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            raise RuntimeError(f"{graph}/{compiler} failed: {' | '.join(tail)}")
+        return parse_totals(out.read_text())
+
+
+def parse_totals(text: str) -> int:
+    """The Ir count from a callgrind output file (`totals:` or `summary:` line)."""
+    match = re.search(r"^(?:totals|summary):\s*(\d+)", text, re.MULTILINE)
+    if match is None:
+        raise RuntimeError("callgrind output has no totals line")
+    return int(match.group(1))
+
+
+def measure_all(graphs: list[str], compilers: list[str]) -> dict[str, int | None]:
+    """Counts by `graph/compiler`; None (reported on stderr) for one that failed."""
+    counts: dict[str, int | None] = {}
+    for graph in graphs:
+        for compiler in compilers:
+            name = f"{graph}/{compiler}"
+            try:
+                counts[name] = measure(graph, compiler)
+            except (RuntimeError, subprocess.TimeoutExpired) as err:
+                print(f"{name}: {err}", file=sys.stderr)
+                counts[name] = None
+            print(f"measured {name}: {counts[name]}", file=sys.stderr, flush=True)
+    return counts
+
+
+def save(path: Path, counts: dict[str, int | None]) -> None:
+    path.write_text(json.dumps(counts, indent=2, sort_keys=True) + "\n")
