@@ -108,6 +108,7 @@ def measure(graph: str, compiler: str, timeout_s: float = 1800) -> int:
         )
         proc = subprocess.run(
             cmd,
+            check=False,
             capture_output=True,
             text=True,
             env=env,
