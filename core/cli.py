@@ -12,6 +12,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import ModuleType
 from typing import TextIO
 
@@ -58,7 +59,10 @@ def _print_backends(plugins: Plugins, verbose: bool, out: TextIO) -> None:
 
 
 def _run_backends(args: argparse.Namespace) -> int:
-    plugins = load_fresh(PluginOptions(strict=args.strict))
+    options = PluginOptions.from_env()  # the entry point: the environment is read here, once
+    if args.strict:
+        options = replace(options, strict=True)
+    plugins = load_fresh(options)
     _print_backends(plugins, args.verbose, sys.stdout)
     return 1 if plugins.errors else 0
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import MakeDist
 
-from polyduct import plugins
+from polyduct import cli, plugins
 from polyduct.errors import DuplicateName, PluginLoadError, UnknownName
+from polyduct.ops import OP_NAMES
 from polyduct.plugins import PluginOptions, load_fresh
 from polyduct.registry import Origin, Registry
 
@@ -137,3 +138,23 @@ def test_registry_refuses_duplicates_and_lists_known_names() -> None:
         registry.add("a", 2, Origin("dist-b", "2"))
     with pytest.raises(UnknownName, match="unknown widget 'zz'; installed: a"):
         registry.get("zz")
+
+
+def test_cli_backends_reports_errors_with_traceback(
+    make_dist: MakeDist, capsys: pytest.CaptureFixture[str]
+) -> None:
+    make_dist("polyduct-broken", "raise RuntimeError('boom at import')\n")
+    make_dist("polyduct-fake", backend_source("fake"), version="3.1")
+    assert cli.main(["backends"]) == 1
+    out = capsys.readouterr().out
+    assert "fake" in out and "polyduct-fake 3.1" in out and "devices: cpu" in out
+    assert "polyduct-broken 1.0" in out and "boom at import" in out and "Traceback" not in out
+    cli.main(["backends", "-v"])
+    assert "Traceback (most recent call last)" in capsys.readouterr().out
+
+
+def test_cli_ops_lists_every_op(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["ops"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(f"{len(OP_NAMES)} ops")
+    assert all(f"\n{name}(" in "\n" + out for name in OP_NAMES)

@@ -43,3 +43,10 @@ def test_core_has_no_magic() -> None:
         if (found := [token for token in FORBIDDEN if token in path.read_text()])
     }
     assert not hits, f"house style rule 6 (no magic in the core): {hits}"
+
+
+def test_op_reference_doc_is_generated_from_the_protocol() -> None:
+    from polyduct.cli import ops_markdown
+
+    doc = ROOT / "docs" / "ops.md"
+    assert doc.read_text() == ops_markdown(), "regenerate: polyduct ops --markdown -o docs/ops.md"
