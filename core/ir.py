@@ -131,6 +131,7 @@ class ComputeNode:
     body: NodeBody
     outputs: tuple[str, ...]
     accumulators: dict[str, str] = field(default_factory=dict)
+    acc_dtypes: dict[str, torch.dtype] = field(default_factory=dict)
 
 
 @dataclass(eq=False)

@@ -136,7 +136,7 @@ def _buffers(
         result.append(KernelBuffer(n, layout.dtype, role, layout.extent()))
     for m in group.members:
         for buf, acc in m.node.accumulators.items():
-            dtype = graph.buffers[buf].layout.dtype
+            dtype = m.node.acc_dtypes.get(buf, graph.buffers[buf].layout.dtype)
             result.append(KernelBuffer(acc, dtype, "local", product(list(group.outer))))
     return tuple(result)
 

@@ -1,10 +1,239 @@
-"""Other lowerings: constants and factories, cat, padding, copies, indexing, random."""
+"""Reduction lowerings: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
+var/std/var_mean (welford), any/all. Each reduction is a `ComputeNode` whose results are kernel
+locals; pointwise producers are inlined into its body and consumers may fuse as epilogues."""
 
 from __future__ import annotations
 
-from polyduct.frontend.lowering import LoweringFn
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops, cast, lazy
+from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue, acc_name
+from polyduct.ops import ReductionType
+
+_ACC_UP = (torch.float16, torch.bfloat16)
+
+
+def _dims(x: TensorValue, dims: Any) -> list[int]:
+    n = len(x.size)
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(n))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d % n for d in dims}) if n else []
+
+
+def _combine(n: int, dims: Sequence[int], keepdim: bool, xo: Sequence[Expr],
+             r: Sequence[Expr]) -> list[Expr]:
+    """Input coordinates from output coordinates `xo` and reduction coordinates `r`."""
+    idx: list[Expr] = []
+    rit, xit = iter(r), iter(xo)
+    for d in range(n):
+        if d in dims:
+            idx.append(next(rit))
+            if keepdim:
+                next(xit)
+        else:
+            idx.append(next(xit))
+    return idx
+
+
+def reduce_into(
+    ctx: LoweringContext, x: TensorValue, dims: Any, keepdim: bool,
+    rtype: ReductionType, src_dtype: torch.dtype, acc_dtype: torch.dtype,
+    out_dtypes: Sequence[torch.dtype],
+) -> list[StorageView]:
+    """A reduction node over `dims` of `x` (read as `src_dtype`); one buffer per result."""
+    d = _dims(x, dims)
+    n = len(x.size)
+    if keepdim:
+        out_size = [sympy.Integer(1) if i in d else s for i, s in enumerate(x.size)]
+    else:
+        out_size = [s for i, s in enumerate(x.size) if i not in d]
+    red = tuple(x.size[i] for i in d)
+    graph = ctx.graph
+    layouts = [Layout.contiguous(out_size, dt, x.device) for dt in out_dtypes]
+    bufs = [graph.add_buffer("computed", lay) for lay in layouts]
+    accs = {b: acc_name(b) for b in bufs}
+    xdtype, load = x.dtype, x.load
+
+    def body(ops: Ops, xo: Sequence[Expr], r: Sequence[Expr]) -> None:
+        v = cast(ops, load(ops, _combine(n, d, keepdim, xo, r)), xdtype, src_dtype)
+        res = ops.reduction(acc_dtype, src_dtype, rtype, v)
+        results = res if isinstance(res, tuple) else (res,)
+        for b, lay, value in zip(bufs, layouts, results, strict=True):
+            ops.store_reduction(accs[b], lay.index(xo), value)
+
+    node = ComputeNode(graph.new_name("node"), "reduction", tuple(out_size), red, body,
+                       tuple(bufs), accs, {b: acc_dtype if rtype not in ("argmax", "argmin")
+                                           else torch.int64 for b in bufs})
+    graph.nodes.append(node)
+    return [StorageView(b, lay) for b, lay in zip(bufs, layouts, strict=True)]
+
+
+def _acc(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _ACC_UP else dtype
+
+
+def _simple(rtype: ReductionType) -> LoweringFn:
+    def lower(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False,
+              **kwargs: Any) -> Any:
+        out = ctx.out_dtype()
+        src = out if rtype in ("sum", "prod") else x.dtype
+        if rtype == "any":
+            src = torch.bool
+        (buf,) = reduce_into(ctx, x, dims, keepdim, rtype, src, _acc(src), [out])
+        return buf
+
+    lower.__name__ = f"lower_{rtype}"
+    return lower
+
+
+def _sum_all(ctx: LoweringContext, x: TensorValue, **kwargs: Any) -> Any:
+    return _simple("sum")(ctx, x, None, False)
+
+
+def _arg(rtype: ReductionType) -> LoweringFn:
+    def lower(ctx: LoweringContext, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Any:
+        if dim is None and len(x.size) > 1:
+            raise Fallback(f"{rtype} over all dims of a {len(x.size)}-d tensor")
+        (buf,) = reduce_into(ctx, x, dim, keepdim, rtype, x.dtype, x.dtype, [torch.int64])
+        return buf
+
+    return lower
+
+
+def _max_min(rtype: ReductionType) -> LoweringFn:
+    def lower(ctx: LoweringContext, x: TensorValue, dim: int, keepdim: bool = False) -> Any:
+        (values,) = reduce_into(ctx, x, dim, keepdim, rtype, x.dtype, x.dtype, [x.dtype])
+        (index,) = reduce_into(ctx, x, dim, keepdim, f"arg{rtype}",  # type: ignore[arg-type]
+                               x.dtype, x.dtype, [torch.int64])
+        return values, index
+
+    return lower
+
+
+def _max_all(rtype: ReductionType) -> LoweringFn:
+    def lower(ctx: LoweringContext, x: TensorValue) -> Any:
+        return _simple(rtype)(ctx, x, None, False)
+
+    return lower
+
+
+def _mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False,
+          dtype: Any = None) -> Any:
+    out = ctx.out_dtype()
+    if not out.is_floating_point:
+        raise Fallback("mean of a non-float result")
+    (total,) = reduce_into(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out), [_acc(out)])
+    count = _count(x, dims)
+    return _scale(ctx, total, count, out)
+
+
+def _count(x: TensorValue, dims: Any) -> Expr:
+    d = _dims(x, dims)
+    return sympy.Mul(*(x.size[i] for i in d)) if d else sympy.Integer(1)
+
+
+def _divisor(ops: Ops, count: Expr, dtype: torch.dtype) -> Any:
+    if count.is_number:
+        return ops.constant(float(count), dtype)
+    return ops.to_dtype(ops.index_expr(count, torch.int64), dtype, src_dtype=torch.int64)
+
+
+def _scale(ctx: LoweringContext, v: TensorValue, count: Expr, out: torch.dtype) -> Any:
+    src = v.dtype
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        value = ops.truediv(v.load(ops, idx), _divisor(ops, count, src))
+        return cast(ops, value, src, out)
+
+    return lazy(v.size, out, v.device, load, v)
+
+
+def _welford(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
+             keepdim: bool) -> tuple[Any, Any]:
+    if not x.dtype.is_floating_point:
+        raise Fallback("variance of a non-float tensor")
+    acc = _acc(x.dtype)
+    mean, m2, _ = reduce_into(ctx, x, dims, keepdim, "welford_reduce", acc, acc, [acc] * 3)
+    corr = 1 if correction is None else correction
+    denom = sympy.Max(_count(x, dims) - sympy.sympify(corr), 0)
+    out = x.dtype
+
+    def load_var(ops: Ops, idx: Sequence[Expr]) -> Any:
+        value = ops.truediv(m2.load(ops, idx), _divisor(ops, denom, acc))
+        return cast(ops, value, acc, out)
+
+    var = lazy(m2.size, out, x.device, load_var, m2)
+    mean_out = _scale(ctx, mean, sympy.Integer(1), out) if out != acc else mean
+    return var, mean_out
+
+
+def _var_mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
+              correction: Any = None, keepdim: bool = False) -> Any:
+    return _welford(ctx, x, dims, correction, keepdim)
+
+
+def _var(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
+         correction: Any = None, keepdim: bool = False) -> Any:
+    return _welford(ctx, x, dims, correction, keepdim)[0]
+
+
+def _std(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
+         correction: Any = None, keepdim: bool = False) -> Any:
+    var = _welford(ctx, x, dims, correction, keepdim)[0]
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return ops.sqrt(var.load(ops, idx))
+
+    return lazy(var.size, var.dtype, var.device, load, var)
+
+
+def _all(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
+    src = x.dtype
+
+    def load_not(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return ops.logical_not(x.load(ops, idx))
+
+    negated = lazy(x.size, torch.bool, x.device, load_not, x)
+    _ = src
+    (anyb,) = reduce_into(ctx, negated, dims, keepdim, "any", torch.bool, torch.bool, [torch.bool])
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return ops.logical_not(anyb.load(ops, idx))
+
+    return lazy(anyb.size, torch.bool, x.device, load, anyb)
 
 
 def table() -> dict[str, LoweringFn]:
-    """The remaining lowerings, by aten overload name."""
-    return {}
+    """The reduction lowerings, by aten overload name."""
+    t: dict[str, LoweringFn] = {
+        "aten.sum.dim_IntList": _simple("sum"),
+        "aten.sum.default": _sum_all,
+        "aten.prod.dim_int": _simple("prod"),
+        "aten.amax.default": _simple("max"),
+        "aten.amin.default": _simple("min"),
+        "aten.any.dim": _simple("any"),
+        "aten.any.dims": _simple("any"),
+        "aten.any.default": _simple("any"),
+        "aten.all.dim": _all,
+        "aten.all.dims": _all,
+        "aten.all.default": _all,
+        "aten.argmax.default": _arg("argmax"),
+        "aten.argmin.default": _arg("argmin"),
+        "aten.max.dim": _max_min("max"),
+        "aten.min.dim": _max_min("min"),
+        "aten.max.default": _max_all("max"),
+        "aten.min.default": _max_all("min"),
+        "aten.mean.dim": _mean,
+        "aten.mean.default": _mean,
+        "aten.var_mean.correction": _var_mean,
+        "aten.var.correction": _var,
+        "aten.std.correction": _std,
+    }
+    return t
