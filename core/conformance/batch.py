@@ -1,0 +1,262 @@
+"""Run probes through a backend: many probes per kernel, few kernels per load, bisect on failure.
+
+Probes of one dtype that share an iteration space become the stages of ONE `KernelSpec`; the specs
+of a batch go through one Wrapper IR program (kernel definitions + calls), so a compiled backend
+builds one module per batch. When a batch raises, it is split in halves until the failing probe is
+alone, so a broken op costs a few extra compiles, not one per op.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import sympy
+import torch
+
+from polyduct.conformance.probe import Probe
+from polyduct.conformance.tolerance import compare
+from polyduct.kernel import KernelBackend, KernelBuffer, KernelFn, KernelSource, KernelSpec, Stage
+from polyduct.wrapper import WrapperBackend
+from polyduct.wrapper_ir import (
+    Allocate,
+    GraphInputs,
+    GraphOutputs,
+    KernelCall,
+    KernelDefinition,
+    Line,
+    WrapperProgram,
+)
+
+Status = Literal["passed", "failed", "skipped"]
+MAX_STAGES = 96
+
+
+@dataclass
+class ProbeResult:
+    """The outcome of one probe; `source` is the generated kernel when it failed."""
+
+    probe: Probe
+    status: Status
+    message: str = ""
+    source: str = ""
+
+
+@dataclass
+class Session:
+    """One backend under test, and counters of what it compiled."""
+
+    backend: KernelBackend
+    wrapper: WrapperBackend | None
+    kernels: int = 0  # kernel sources handed to backend.load
+    modules: int = 0  # backend.load calls (one module / compile unit each)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
+        self.modules += 1
+        self.kernels += len(sources)
+        return self.backend.load(sources)
+
+
+def _numel(t: torch.Tensor | Any) -> int:
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    return max(span, 1)
+
+
+def _buffers(probe: Probe, prefix: str) -> list[KernelBuffer]:
+    bufs = []
+    for name, t in probe.inputs.items():
+        role = "inout" if name in probe.inouts else "in"
+        bufs.append(KernelBuffer(prefix + name, t.dtype, role, sympy.Integer(_numel(t))))
+    for name, o in probe.outputs.items():
+        bufs.append(KernelBuffer(prefix + name, o.dtype, "out", sympy.Integer(_numel(o))))
+    for name, dtype in probe.locals.items():
+        size = 1
+        for r in probe.ranges:
+            size *= r
+        bufs.append(KernelBuffer(prefix + name, dtype, "local", sympy.Integer(size)))
+    return bufs
+
+
+def _group_key(probe: Probe) -> tuple[Any, ...]:
+    kinds = tuple(sorted({kind for kind, _ in probe.stages} - {"outer", "inner"}))
+    return (probe.ranges, probe.reduction_ranges, kinds)
+
+
+def build_specs(probes: Sequence[Probe], tag: str) -> list[KernelSpec]:
+    """Merge probes sharing an iteration space into kernels of at most `MAX_STAGES` stages."""
+    groups: dict[tuple[Any, ...], list[tuple[int, Probe]]] = {}
+    for i, probe in enumerate(probes):
+        groups.setdefault(_group_key(probe), []).append((i, probe))
+    specs = []
+    for members in groups.values():
+        for start in range(0, len(members), MAX_STAGES):
+            chunk = members[start : start + MAX_STAGES]
+            stages: list[Stage] = []
+            buffers: list[KernelBuffer] = []
+            for i, probe in chunk:
+                stages += [Stage(kind, body) for kind, body in probe.with_prefix(f"p{i}_")]
+                buffers += _buffers(probe, f"p{i}_")
+            first = chunk[0][1]
+            specs.append(
+                KernelSpec(
+                    name=f"conformance_{tag}_{len(specs)}",
+                    ranges=tuple(sympy.Integer(r) for r in first.ranges),
+                    reduction_ranges=tuple(sympy.Integer(r) for r in first.reduction_ranges),
+                    stages=tuple(stages),
+                    buffers=tuple(buffers),
+                )
+            )
+    return specs
+
+
+Layouts = dict[str, tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]]]
+
+
+def _program(
+    specs: Sequence[KernelSpec], sources: Sequence[KernelSource], layouts: Layouts
+) -> WrapperProgram:
+    inputs = [b.name for s in specs for b in s.args if b.role in ("in", "inout")]
+    outputs = [b.name for s in specs for b in s.args if b.role in ("out", "inout")]
+    lines: list[Line] = [GraphInputs(tuple(inputs))]
+    for spec in specs:
+        for b in spec.args:
+            if b.role == "out":
+                lines.append(Allocate(b.name, *layouts[b.name], b.dtype, "cpu"))
+    for src in sources:
+        lines.append(KernelDefinition(src.name, src.backend, src.source))
+    for spec in specs:
+        lines.append(KernelCall(spec.name, tuple(b.name for b in spec.args)))
+    lines.append(GraphOutputs(tuple(outputs)))
+    return WrapperProgram(tuple(lines))
+
+
+def execute(session: Session, probes: Sequence[Probe], tag: str) -> list[dict[str, torch.Tensor]]:
+    """Run `probes` as few kernels as one program; each probe's outputs (and inouts) by name."""
+    specs = build_specs(probes, tag)
+    sources = [session.backend.codegen(spec) for spec in specs]
+    args: dict[str, torch.Tensor] = {}
+    layouts: Layouts = {}
+    for i, probe in enumerate(probes):
+        for name, t in probe.inputs.items():
+            args[f"p{i}_{name}"] = t.clone() if name in probe.inouts else t
+        for name, o in probe.outputs.items():
+            layouts[f"p{i}_{name}"] = (
+                tuple(sympy.Integer(s) for s in o.shape),
+                tuple(sympy.Integer(s) for s in o.strides),
+            )
+    if session.wrapper is not None:
+        program = _program(specs, sources, layouts)
+        fn = session.wrapper.build(program, _loader(session))
+        inputs = program.lines[0]
+        assert isinstance(inputs, GraphInputs)
+        outs = fn(*(args[n] for n in inputs.names))
+        last = program.lines[-1]
+        assert isinstance(last, GraphOutputs)
+        produced = dict(zip(last.names, outs, strict=True))
+    else:
+        produced = _run_direct(session, specs, sources, args, layouts)
+    return [
+        {name: produced[f"p{i}_{name}"] for name in (*probe.outputs, *probe.inouts)}
+        for i, probe in enumerate(probes)
+    ]
+
+
+def _loader(session: Session) -> Callable[[Sequence[KernelDefinition]], dict[str, KernelFn]]:
+    def load_kernels(defs: Sequence[KernelDefinition]) -> dict[str, KernelFn]:
+        return session.load([KernelSource(d.name, d.backend, d.source) for d in defs])
+
+    return load_kernels
+
+
+def _run_direct(
+    session: Session,
+    specs: Sequence[KernelSpec],
+    sources: Sequence[KernelSource],
+    args: dict[str, torch.Tensor],
+    layouts: Layouts,
+) -> dict[str, torch.Tensor]:
+    kernels = session.load(sources)
+    for spec in specs:
+        for b in spec.args:
+            if b.role == "out":
+                size, stride = layouts[b.name]
+                args[b.name] = torch.empty_strided(
+                    tuple(int(s) for s in size), tuple(int(s) for s in stride), dtype=b.dtype
+                )
+        kernels[spec.name](*(args[b.name] for b in spec.args))
+    return args
+
+
+def _verdict(probe: Probe, got: dict[str, torch.Tensor]) -> list[str]:
+    if probe.check is not None:
+        return probe.check(probe, got)
+    problems = []
+    for name, want in probe.expected.items():
+        bad = compare(name, got[name], want, probe.tol, probe.inputs)
+        if bad is not None:
+            problems.append(str(bad))
+    return problems
+
+
+def source_of(session: Session, probe: Probe) -> str:
+    """The kernel source of `probe` alone (codegen only, no compile), for failure reports."""
+    try:
+        return session.backend.codegen(build_specs([probe], "failing")[0]).source
+    except Exception as exc:  # the report shows why codegen failed instead
+        return f"<codegen failed: {type(exc).__name__}: {exc}>"
+
+
+def _failure(session: Session, probe: Probe, message: str) -> ProbeResult:
+    return ProbeResult(probe, "failed", message, source_of(session, probe))
+
+
+def run_probes(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
+    """Run batchable probes together, bisecting on an exception; the others one by one."""
+    batch = [p for p in probes if p.batchable and p.expect_error is None]
+    single = [p for p in probes if not (p.batchable and p.expect_error is None)]
+    results = _bisect(session, batch, tag) if batch else []
+    for probe in single:
+        results.append(_run_single(session, probe, tag))
+    return results
+
+
+def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
+    try:
+        outs = execute(session, probes, tag)
+    except Exception as exc:
+        if len(probes) == 1:
+            return [_failure(session, probes[0], _format_exc(exc))]
+        half = len(probes) // 2
+        return _bisect(session, probes[:half], tag) + _bisect(session, probes[half:], tag)
+    results = []
+    for probe, got in zip(probes, outs, strict=True):
+        problems = _verdict(probe, got)
+        if problems:
+            results.append(_failure(session, probe, "\n".join(problems)))
+        else:
+            results.append(ProbeResult(probe, "passed"))
+    return results
+
+
+def _run_single(session: Session, probe: Probe, tag: str) -> ProbeResult:
+    try:
+        outs = execute(session, [probe], tag)[0]
+    except Exception as exc:
+        if probe.expect_error is not None and isinstance(exc, probe.expect_error):
+            return ProbeResult(probe, "passed")
+        return _failure(session, probe, _format_exc(exc))
+    if probe.expect_error is not None:
+        name = probe.expect_error.__name__
+        return _failure(session, probe, f"expected {name} to be raised, but the kernel returned")
+    problems = _verdict(probe, outs)
+    if problems:
+        return _failure(session, probe, "\n".join(problems))
+    return ProbeResult(probe, "passed")
+
+
+def _format_exc(exc: BaseException) -> str:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return f"{type(exc).__name__}: {exc}\n" + "".join(tb[-4:])
