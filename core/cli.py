@@ -18,6 +18,7 @@ from typing import TextIO
 
 import torch
 
+from polyduct.errors import PluginLoadError
 from polyduct.ops import OP_NAMES, OpHandler
 from polyduct.plugins import PluginOptions, Plugins, load_fresh
 
@@ -62,7 +63,11 @@ def _run_backends(args: argparse.Namespace) -> int:
     options = PluginOptions.from_env()  # the entry point: the environment is read here, once
     if args.strict:
         options = replace(options, strict=True)
-    plugins = load_fresh(options)
+    try:
+        plugins = load_fresh(options)
+    except PluginLoadError as exc:  # strict mode: report the first failure, not a traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     _print_backends(plugins, args.verbose, sys.stdout)
     return 1 if plugins.errors else 0
 

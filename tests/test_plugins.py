@@ -151,6 +151,8 @@ def test_cli_backends_reports_errors_with_traceback(
     assert "polyduct-broken 1.0" in out and "boom at import" in out and "Traceback" not in out
     cli.main(["backends", "-v"])
     assert "Traceback (most recent call last)" in capsys.readouterr().out
+    assert cli.main(["backends", "--strict"]) == 1
+    assert "boom at import" in capsys.readouterr().err
 
 
 def test_cli_ops_lists_every_op(capsys: pytest.CaptureFixture[str]) -> None:
