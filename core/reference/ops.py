@@ -88,7 +88,7 @@ class ReferenceOps(ReferenceMathOps):
                 kernel=self.names.kernel,
             )
         renamed = expr.xreplace({s: sympy.Symbol(self.names.symbols[s]) for s in expr.free_symbols})
-        return _IndexPrinter().doprint(renamed)
+        return str(_IndexPrinter().doprint(renamed))
 
     def _buffer(self, op: str, name: str) -> str:
         if name not in self.names.buffers:

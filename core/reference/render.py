@@ -48,7 +48,7 @@ def arg_code(arg: object) -> str:
     if isinstance(arg, torch.dtype):
         return dtype_code(arg)
     if isinstance(arg, (bool, int, float, sympy.Number, sympy.logic.boolalg.BooleanAtom)):
-        return literal(arg)  # type: ignore[arg-type]
+        return literal(arg)
     if isinstance(arg, tuple):
         inner = ", ".join(arg_code(a) for a in arg)
         return f"({inner},)" if len(arg) == 1 else f"({inner})"
