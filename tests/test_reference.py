@@ -430,3 +430,76 @@ def test_philox_matches_triton_interpreter() -> None:
         timeout=300,
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+CONVERSIONS: list[tuple[str, torch.dtype, torch.dtype, Callable[[torch.Tensor], torch.Tensor]]] = [
+    ("to_dtype", torch.float32, torch.int32, lambda t: t.to(torch.int32)),
+    ("to_dtype", torch.float32, torch.bool, lambda t: t.to(torch.bool)),
+    ("to_dtype", torch.float32, torch.float16, lambda t: t.to(torch.float16)),
+    ("to_dtype", torch.int64, torch.int8, lambda t: t.to(torch.int8)),
+    ("to_dtype_bitcast", torch.float32, torch.int32, lambda t: t.view(torch.int32)),
+    ("to_dtype_bitcast", torch.float16, torch.int16, lambda t: t.view(torch.int16)),
+    ("ceil_to_int", torch.float32, torch.int64, lambda t: torch.ceil(t).to(torch.int64)),
+    ("floor_to_int", torch.float32, torch.int32, lambda t: torch.floor(t).to(torch.int32)),
+    ("round_to_int", torch.float32, torch.int64, lambda t: torch.round(t).to(torch.int64)),
+    ("trunc_to_int", torch.float64, torch.int16, lambda t: torch.trunc(t).to(torch.int16)),
+]
+
+
+@pytest.mark.parametrize(("op", "src", "dst", "want"), CONVERSIONS, ids=lambda v: str(v))
+def test_conversions(
+    op: str, src: torch.dtype, dst: torch.dtype, want: Callable[[torch.Tensor], torch.Tensor]
+) -> None:
+    t = (torch.arange(-20, 21) * 0.75).to(src)
+    out = torch.empty(41, dtype=dst)
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        value = ops.load("a", x[0])
+        extra = (src,) if op == "to_dtype_bitcast" else ()
+        ops.store("out", x[0], getattr(ops, op)(value, dst, *extra))
+
+    buffers = (buf("a", src, "in", 41), buf("out", dst, "out", 41))
+    run((41,), (), [("outer", body)], buffers, (t, out))
+    assert torch.equal(out, want(t))
+
+
+def test_device_assert_and_check_bounds_raise() -> None:
+    from polyduct.errors import KernelAssertError
+
+    t = torch.arange(5.0)
+    out = torch.empty(5)
+
+    def asserting(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        value = ops.load("a", x[0])
+        ops.device_assert_async(ops.lt(value, ops.constant(4.0, torch.float32)), 'x < 4 "q"')
+        ops.store("out", x[0], value)
+
+    with pytest.raises(KernelAssertError, match=r'k_test.*x < 4 "q"'):
+        run((5,), (), [("outer", asserting)], _pw_buffers(5), (t, out))
+
+    def bounded(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        ops.check_bounds(x[0] + 1, sympy.Integer(5), True, True)
+
+    with pytest.raises(KernelIndexError, match="index 5 is out of bounds"):
+        run((5,), (), [("outer", bounded)], _pw_buffers(5), (t, out))
+
+
+def test_randn_and_randint64_in_a_kernel() -> None:
+    seed = torch.tensor([7], dtype=torch.int64)
+    normal, ints = torch.empty(4096), torch.empty(4096, dtype=torch.int64)
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        s = ops.load_seed("seed", ops.constant(0, torch.int64))
+        offset = ops.index_expr(x[0], torch.int32)
+        ops.store("n", x[0], ops.randn(s, offset))
+        low, high = ops.constant(-5, torch.int64), ops.constant(5, torch.int64)
+        ops.store("i", x[0], ops.randint64(s, offset, low, high))
+
+    buffers = (
+        buf("seed", torch.int64, "in", 1),
+        buf("n", torch.float32, "out", 4096),
+        buf("i", torch.int64, "out", 4096),
+    )
+    run((4096,), (), [("outer", body)], buffers, (seed, normal, ints))
+    assert abs(float(normal.mean())) < 0.06 and abs(float(normal.std()) - 1.0) < 0.06
+    assert int(ints.min()) == -5 and int(ints.max()) == 4
