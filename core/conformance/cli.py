@@ -1,0 +1,97 @@
+"""`polyduct conformance`: run the suite on one, several or every installed kernel backend."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from polyduct.conformance.html import write_html
+from polyduct.conformance.report import (
+    backend_text, summary_line, table_text, write_json, write_junit,
+)
+from polyduct.conformance.runner import BackendReport, Selection, run_backend
+
+CATEGORIES = ("math", "comparison", "bitwise", "dtype", "memory", "indexing", "reduction",
+              "scan", "random", "other", "graph")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register the `conformance` subcommand on `subparsers` (from `polyduct.cli`)."""
+    p = subparsers.add_parser("conformance", help="op-set conformance matrix of kernel backends")
+    p.add_argument("--backend", action="append", default=[],
+                   help="kernel backend to test (repeatable; default: every installed one)")
+    p.add_argument("--wrapper", default="python",
+                   help="wrapper backend running the kernels ('none': call backend.load directly)")
+    p.add_argument("--ops", help="regular expression selecting op names")
+    p.add_argument("--dtypes", help="comma-separated dtype names (float32,int8,...)")
+    p.add_argument("--category", action="append", default=[], choices=CATEGORIES,
+                   help="op category to run (repeatable)")
+    p.add_argument("--fail-fast", action="store_true", help="stop a backend at its first failure")
+    p.add_argument("--json", type=Path, help="write the results as JSON to this file")
+    p.add_argument("--junit", type=Path, help="write JUnit XML to this file")
+    p.add_argument("--html", type=Path, help="write the HTML matrix to this file")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every skipped probe")
+    return p  # type: ignore[no-any-return]
+
+
+def selection_from(args: argparse.Namespace) -> Selection:
+    dtypes = tuple(d.strip() for d in (args.dtypes or "").split(",") if d.strip())
+    return Selection(ops=args.ops, dtypes=dtypes, categories=tuple(args.category),
+                     fail_fast=args.fail_fast)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run_named(name: str, wrapper_name: str, selection: Selection) -> BackendReport:
+    """Build backend `name` (and the wrapper) from the installed plugins and run the suite."""
+    from polyduct.plugins import load
+
+    plugins = load()
+    try:
+        backend = plugins.kernel_backend(name)
+        wrapper = None if wrapper_name == "none" else plugins.wrapper_backend(wrapper_name)
+    except Exception as exc:
+        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return BackendReport(name, wrapper_name, None, error=text)
+    return run_backend(name, backend, wrapper, selection, progress=_say)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the suite; exit status 1 on any failure (static, numeric or a backend that won't load)."""
+    from polyduct.plugins import load
+
+    names = args.backend or load().kernel_backends.names()
+    selection = selection_from(args)
+    reports = []
+    for name in names:
+        _say(f"running conformance on {name!r} ...")
+        reports.append(run_named(name, args.wrapper, selection))
+    for report in reports:
+        _say("\n".join(backend_text(report, args.verbose)))
+    for err in load().errors:
+        _say(f"plugin load error: {err}")
+    _say("")
+    _say("\n".join(table_text(reports)))
+    for path, writer in ((args.json, write_json), (args.junit, write_junit), (args.html, write_html)):
+        if path is not None:
+            writer(reports, path)
+            _say(f"wrote {path}")
+    _say(summary_line(reports))
+    failed = any(r.counts()["failed"] for r in reports)
+    return 1 if failed or not reports else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m polyduct.conformance.cli` without the main `polyduct` command."""
+    parser = argparse.ArgumentParser(prog="polyduct")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

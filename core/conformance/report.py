@@ -1,0 +1,133 @@
+"""Suite results as text (terminal), JSON and JUnit XML. The HTML matrix is in `html.py`."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from polyduct.conformance.batch import ProbeResult
+from polyduct.conformance.runner import BackendReport
+
+SOURCE_LINES = 40
+
+
+def totals(reports: Sequence[BackendReport]) -> dict[str, int]:
+    out = {"passed": 0, "failed": 0, "skipped": 0}
+    for report in reports:
+        for key, value in report.counts().items():
+            out[key] += value
+    return out
+
+
+def summary_line(reports: Sequence[BackendReport]) -> str:
+    """`N passed, M failed, K skipped` over all backends (cells of the op x dtype matrix)."""
+    t = totals(reports)
+    return f"{t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped"
+
+
+def failure_text(result: ProbeResult, with_source: bool = True) -> str:
+    """One failed probe: op, dtype, variant, inputs' shapes/strides, mismatches, kernel source."""
+    probe = result.probe
+    lines = [f"FAILED {probe.id}  ({probe.category})", f"  buffers: {probe.describe_inputs()}"]
+    lines += ["  " + line for line in result.message.rstrip().splitlines()]
+    if with_source and result.source:
+        src = result.source.splitlines()
+        lines.append(f"  kernel source ({len(src)} lines):")
+        lines += ["    | " + line for line in src[:SOURCE_LINES]]
+        if len(src) > SOURCE_LINES:
+            lines.append(f"    | ... {len(src) - SOURCE_LINES} more lines (see --json/--html)")
+    return "\n".join(lines)
+
+
+def backend_text(report: BackendReport, verbose: bool = False) -> list[str]:
+    """Static findings, failures and skips of one backend."""
+    lines = [f"== {report.backend} (wrapper: {report.wrapper or 'direct load'})"]
+    if report.error:
+        lines.append(f"  ERROR: {report.error}")
+    if report.static is not None:
+        lines += report.static.lines()
+    for cell in sorted(report.cells.values(), key=lambda c: (c.op, c.dtype)):
+        for result in cell.results:
+            if result.status == "failed":
+                lines.append(failure_text(result))
+            elif result.status == "skipped" and verbose:
+                lines.append(f"SKIPPED {result.probe.id}: {result.message}")
+    skipped = {(c.op, c.reason) for c in report.cells.values() if c.status == "skipped"}
+    for op, reason in sorted(skipped):
+        lines.append(f"  skipped {op}: {reason}")
+    return lines
+
+
+def table_text(reports: Sequence[BackendReport]) -> list[str]:
+    """backend x passed / failed / skipped / time / modules / kernels."""
+    head = f"{'backend':<16}{'passed':>8}{'failed':>8}{'skipped':>9}{'time':>9}"
+    head += f"{'modules':>9}{'kernels':>9}"
+    lines = [head]
+    for r in reports:
+        c = r.counts()
+        lines.append(
+            f"{r.backend:<16}{c['passed']:>8}{c['failed']:>8}{c['skipped']:>9}"
+            f"{r.seconds:>8.1f}s{r.modules:>9}{r.kernels:>9}"
+        )
+    return lines
+
+
+def _result_json(result: ProbeResult) -> dict[str, Any]:
+    out: dict[str, Any] = {"variant": result.probe.variant, "status": result.status}
+    if result.status != "passed":
+        out["message"] = result.message
+        out["buffers"] = result.probe.describe_inputs()
+    if result.source:
+        out["source"] = result.source
+    return out
+
+
+def to_json(reports: Sequence[BackendReport]) -> dict[str, Any]:
+    """A JSON-able document: per backend its static report, timing, compiles and matrix cells."""
+    backends = []
+    for r in reports:
+        static = r.static
+        backends.append({
+            "backend": r.backend, "wrapper": r.wrapper, "seconds": round(r.seconds, 3),
+            "modules": r.modules, "kernels": r.kernels, "error": r.error, "counts": r.counts(),
+            "static": None if static is None else {
+                "missing": static.missing, "unsupported": static.unsupported,
+                "extra": static.extra, "wrapper_missing": static.wrapper_missing,
+            },
+            "cells": [
+                {"op": c.op, "dtype": c.dtype, "category": c.category, "status": c.status,
+                 "probes": [_result_json(x) for x in c.results]}
+                for c in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype))
+            ],
+        })
+    return {"summary": totals(reports), "backends": backends}
+
+
+def write_json(reports: Sequence[BackendReport], path: Path) -> None:
+    path.write_text(json.dumps(to_json(reports), indent=1) + "\n")
+
+
+def write_junit(reports: Sequence[BackendReport], path: Path) -> None:
+    """JUnit XML: one testsuite per backend, one testcase per op x dtype cell (+ static)."""
+    root = ET.Element("testsuites")
+    for r in reports:
+        c = r.counts()
+        suite = ET.SubElement(root, "testsuite", name=f"polyduct.conformance.{r.backend}",
+                              tests=str(sum(c.values())), failures=str(c["failed"]),
+                              skipped=str(c["skipped"]), time=f"{r.seconds:.3f}")
+        static = ET.SubElement(suite, "testcase", classname=f"{r.backend}.static", name="static")
+        if r.static is not None and r.static.failures:
+            ET.SubElement(static, "failure", message="static completeness").text = "\n".join(
+                r.static.lines())
+        for cell in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype)):
+            case = ET.SubElement(suite, "testcase", classname=f"{r.backend}.{cell.category}",
+                                 name=f"{cell.op}[{cell.dtype}]")
+            if cell.status == "failed":
+                text = "\n\n".join(failure_text(x) for x in cell.results if x.status == "failed")
+                ET.SubElement(case, "failure", message=cell.reason.splitlines()[0][:200]).text = text
+            elif cell.status == "skipped":
+                ET.SubElement(case, "skipped", message=cell.reason)
+    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
