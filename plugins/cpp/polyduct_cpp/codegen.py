@@ -1,0 +1,210 @@
+"""Kernel source from a `KernelSpec`: trace every stage with `CppOps`, then wrap the traced bodies
+in loops: OpenMP across outer points (above a work threshold), SIMD on the innermost loop, and
+reductions accumulated in one accumulator per SIMD lane.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+from polyduct.codegen import IndentedBuffer, identifier
+from polyduct.indexing import index_vars
+from polyduct.kernel import KernelSpec
+from polyduct_cpp.ctypes_map import compute_type
+from polyduct_cpp.emitter import StageState
+from polyduct_cpp.ops import CppOps
+from polyduct_cpp.options import CppOptions
+from polyduct_cpp.stage import StageEmitter
+
+
+def kernel_symbol(name: str) -> str:
+    """The C symbol of kernel `name`."""
+    return identifier(f"pd_kernel_{name}")
+
+
+def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
+    """C++ source of `spec` (one extern "C" function) and its error-site table."""
+    emitter = StageEmitter(spec, options.check_indices)
+    emitter.lanes = options.simd_lanes
+    ops = CppOps(emitter)
+    xs = index_vars("x", len(spec.ranges))
+    rs = index_vars("r", len(spec.reduction_ranges))
+    states = []
+    for i, stage in enumerate(spec.stages):
+        state = StageState(stage.kind)
+        emitter.begin(state, i)
+        stage.body(ops, xs, rs if stage.kind != "outer" else ())
+        states.append(state)
+    out = IndentedBuffer()
+    params = [emitter.storage_decl(b.name) for b in spec.args]
+    params += [f"int64_t {emitter.names[s.name]}" for s in spec.size_args]
+    params.append("int64_t* __restrict__ pd_err")
+    out.line(f'extern "C" void {kernel_symbol(spec.name)}({", ".join(params)}) {{')
+    with out.indent():
+        _sizes(out, emitter, "pd_n", spec.ranges, "pd_xnumel")
+        _sizes(out, emitter, "pd_m", spec.reduction_ranges, "pd_rnumel")
+        out.line("(void)pd_err; (void)pd_xnumel; (void)pd_rnumel;")
+        if spec.kind == "pointwise":
+            _pointwise(out, states, len(spec.ranges), options)
+        else:
+            _per_row(out, emitter, states, len(spec.ranges), options)
+    out.line("}")
+    return out.getvalue(), list(emitter.sites)
+
+
+def _sizes(out: IndentedBuffer, emitter: StageEmitter, stem: str, ranges: Sequence[sympy.Expr],
+           total: str) -> None:
+    names = []
+    for i, size in enumerate(ranges):
+        out.line(f"const int64_t {stem}{i} = {emitter.index(size)};")
+        names.append(f"{stem}{i}")
+    out.line(f"const int64_t {total} = {' * '.join(names) or '1'};")
+
+
+def _decompose(out: IndentedBuffer, flat: str, prefix: str, stem: str, count: int) -> None:
+    """Row-major coordinates `<prefix>i` of `flat` over sizes `<stem>i`."""
+    divisor = ""
+    for i in reversed(range(count)):
+        base = f"({flat} / ({divisor}))" if divisor else flat
+        value = base if i == 0 else f"{base} % {stem}{i}"
+        out.line(f"const int64_t {prefix}{i} = {value};")
+        divisor = f"{divisor} * {stem}{i}" if divisor else f"{stem}{i}"
+    out.line(f"(void){flat};")
+
+
+def _emit_lines(out: IndentedBuffer, text: str) -> None:
+    for line in text.splitlines():
+        out.line(line)
+
+
+def _parallel(options: CppOptions, work: str, simd: bool) -> str:
+    if not options.openmp:
+        return "#pragma omp simd" if simd else ""
+    clause = f"if(parallel: {work} >= {options.parallel_threshold}) schedule(static)"
+    return f"#pragma omp parallel for{' simd' if simd else ''} {clause}"
+
+
+def _pointwise(out: IndentedBuffer, states: list[StageState], ndim: int,
+               options: CppOptions) -> None:
+    simd = not any(s.no_simd for s in states)
+    body = "".join(s.body.getvalue() for s in states)
+    if ndim == 0:
+        out.line("{")
+        with out.indent():
+            _emit_lines(out, body)
+        out.line("}")
+        return
+    last = ndim - 1
+    if ndim == 1:
+        out.line(_parallel(options, "pd_xnumel", simd))
+        _x_loop(out, last, body)
+        return
+    outer = " * ".join(f"pd_n{i}" for i in range(last))
+    out.line(_parallel(options, "pd_xnumel", False))
+    out.line(f"for (int64_t pd_xo = 0; pd_xo < {outer}; ++pd_xo) {{")
+    with out.indent():
+        _decompose(out, "pd_xo", "x", "pd_n", last)
+        out.line("#pragma omp simd" if simd else "")
+        _x_loop(out, last, body)
+    out.line("}")
+
+
+def _x_loop(out: IndentedBuffer, dim: int, body: str) -> None:
+    out.line(f"for (int64_t x{dim} = 0; x{dim} < pd_n{dim}; ++x{dim}) {{")
+    with out.indent():
+        _emit_lines(out, body)
+    out.line("}")
+
+
+def _per_row(out: IndentedBuffer, emitter: StageEmitter, states: list[StageState], ndim: int,
+             options: CppOptions) -> None:
+    out.line(_parallel(options, "pd_xnumel * pd_rnumel", False))
+    out.line("for (int64_t pd_xf = 0; pd_xf < pd_xnumel; ++pd_xf) {")
+    with out.indent():
+        _decompose(out, "pd_xf", "x", "pd_n", ndim)
+        for name, var in emitter.locals.items():
+            out.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
+        rdim = len(emitter.spec.reduction_ranges)
+        for state in states:
+            out.line("{")
+            with out.indent():
+                _STAGES[state.kind](out, state, rdim, emitter.lanes)
+            out.line("}")
+    out.line("}")
+
+
+def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: bool) -> None:
+    out.line("#pragma omp simd" if simd else "")
+    out.line(f"for (int64_t pd_rf = {start}; pd_rf < pd_rnumel; ++pd_rf) {{")
+    with out.indent():
+        _decompose(out, "pd_rf", "r", "pd_m", rdim)
+        for line in lines:
+            out.line(line)
+    out.line("}")
+
+
+def _outer_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+    _emit_lines(out, state.body.getvalue())
+
+
+def _inner_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+    _r_loop(out, rdim, "0", state.body.getvalue().splitlines(), not state.no_simd)
+
+
+def _reduce_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+    body = state.body.getvalue().splitlines()
+    for decl in state.acc_decls:
+        out.line(decl)
+    out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")
+    out.line(f"for (int64_t pd_rb = 0; pd_rb < pd_rmain; pd_rb += {lanes}) {{")
+    with out.indent():
+        out.line("" if state.no_simd else "#pragma omp simd")
+        out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
+        with out.indent():
+            out.line("const int64_t pd_rf = pd_rb + pd_l;")
+            _decompose(out, "pd_rf", "r", "pd_m", rdim)
+            for line in body:
+                out.line(line)
+        out.line("}")
+    out.line("}")
+    _r_loop(out, rdim, "pd_rmain", ["const int64_t pd_l = 0;", *body], False)
+    out.line(f"for (int64_t pd_l = 1; pd_l < {lanes}; ++pd_l) {{")
+    with out.indent():
+        for acc in state.acc_names:
+            out.line(f"{acc}[0].merge({acc}[pd_l]);")
+    out.line("}")
+    _emit_lines(out, state.post.getvalue())
+
+
+def _scan_sort_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+    pre = state.body.getvalue().splitlines()
+    for arr, ctype in state.arrays:
+        out.line(f"std::unique_ptr<{ctype}[]> {arr}_buf(new {ctype}[pd_rnumel > 0 ? pd_rnumel : 1]);")
+        out.line(f"{ctype}* __restrict__ {arr} = {arr}_buf.get();")
+    _r_loop(out, rdim, "0", [*pre, *state.gather], False)
+    if state.sort_descending is None:
+        out.line("if (pd_rnumel > 0) {")
+        with out.indent():
+            for arr, ctype in state.arrays:
+                out.line(f"{ctype} {arr}_acc = {arr}[0];")
+            _r_loop(out, 0, "1", state.combine, False)
+        out.line("}")
+    else:
+        key = state.arrays[0][0]
+        desc = "true" if state.sort_descending else "false"
+        out.line("std::unique_ptr<int64_t[]> pd_perm(new int64_t[pd_rnumel > 0 ? pd_rnumel : 1]);")
+        out.line("for (int64_t pd_i = 0; pd_i < pd_rnumel; ++pd_i) pd_perm[pd_i] = pd_i;")
+        out.line(f"std::stable_sort(pd_perm.get(), pd_perm.get() + pd_rnumel, [&](int64_t a, "
+                 f"int64_t b) {{ return pd_sort_less<{desc}>({key}[a], {key}[b]); }});")
+    _r_loop(out, rdim, "0", [*pre, *state.post.getvalue().splitlines()], False)
+
+
+_STAGES = {
+    "outer": _outer_stage,
+    "inner": _inner_stage,
+    "reduce": _reduce_stage,
+    "scan": _scan_sort_stage,
+    "sort": _scan_sort_stage,
+}

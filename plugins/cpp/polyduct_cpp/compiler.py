@@ -1,0 +1,99 @@
+"""Compile one translation unit of kernels into a shared library through `polyduct.cache`.
+
+The cache key holds the full source, the kernel header's text, the compiler's resolved path and
+file identity (so a warm hit never runs the compiler), the flags and the host CPU (for -march).
+A failed compile keeps the source beside the cache and raises `KernelCompileError` naming the kernel
+at the first error line.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from polyduct.cache import Cache
+from polyduct.errors import KernelCompileError
+from polyduct_cpp.options import CppOptions
+
+INCLUDE_DIR = Path(__file__).parent / "include"
+SOURCE_NAME = "kernels.cpp"
+LIBRARY_NAME = "kernels.so"
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_identity(compiler: str) -> str:
+    """Resolved path, size and mtime of the compiler binary (no process is started)."""
+    found = shutil.which(compiler)
+    if found is None:
+        raise KernelCompileError("cpp", "*", "(not written)", f"compiler {compiler!r} not found")
+    real = os.path.realpath(found)
+    info = os.stat(real)
+    return f"{real}:{info.st_size}:{int(info.st_mtime)}"
+
+
+@functools.lru_cache(maxsize=1)
+def host_cpu() -> str:
+    """The host CPU model and feature flags (what -march=native resolves against)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    wanted = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))][:2]
+    return hashlib.sha256("\n".join(wanted).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def header_text() -> str:
+    """All kernel headers, concatenated (their content is part of the cache key)."""
+    return "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("*.h")))
+
+
+def compile_library(cache: Cache, source: str, spans: list[tuple[int, str]],
+                    options: CppOptions) -> Path:
+    """The shared library built from `source`; `spans` maps first source lines to kernel names."""
+    flags = options.flags()
+    inputs = {
+        "source": source,
+        "headers": hashlib.sha256(header_text().encode()).hexdigest(),
+        "compiler": compiler_identity(options.compiler),
+        "flags": " ".join(flags),
+        "cpu": host_cpu() if options.march == "native" else options.march,
+    }
+
+    def build(directory: Path) -> None:
+        src = directory / SOURCE_NAME
+        src.write_text(source)
+        cmd = [options.compiler, *flags, f"-I{INCLUDE_DIR}", str(src), "-o",
+               str(directory / LIBRARY_NAME)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            kept = _keep_failed(cache, source)
+            log = done.stderr.replace(str(src), str(kept))
+            raise KernelCompileError("cpp", _culprit(log, spans, str(kept)), str(kept), log[-8000:])
+
+    return cache.entry("cpp", inputs, build) / LIBRARY_NAME
+
+
+def _keep_failed(cache: Cache, source: str) -> Path:
+    directory = cache.root / "cpp-failed"
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = directory / f"{hashlib.sha256(source.encode()).hexdigest()[:20]}.cpp"
+    path.write_text(source)
+    return path
+
+
+def _culprit(log: str, spans: list[tuple[int, str]], path: str) -> str:
+    match = re.search(re.escape(path) + r":(\d+):\d*:? *(fatal )?error", log)
+    if match is None:
+        return ", ".join(name for _, name in spans) or "?"
+    line = int(match.group(1))
+    owner = "?"
+    for first, name in spans:
+        if first <= line:
+            owner = name
+    return owner

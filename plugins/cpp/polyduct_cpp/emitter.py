@@ -1,0 +1,271 @@
+"""`Emitter`: the state of one kernel being traced: typed temporaries, buffers, index printing,
+indirect-index checks, masked bodies and error sites. Stage-specific ops (reduction, scan, sort)
+live in `StageEmitter` (stage.py), which subclasses this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.codegen import CSE, IndentedBuffer, identifier
+from polyduct.errors import UnsupportedOp
+from polyduct.handlers.dtypes import DtypePropagation
+from polyduct.indexing import CIndexPrinter
+from polyduct.kernel import KernelSpec
+from polyduct.ops import StoreMode
+from polyduct_cpp.ctypes_map import (
+    LOW_PRECISION,
+    compute_type,
+    from_storage,
+    literal,
+    storage_type,
+    to_storage,
+)
+from polyduct_cpp.cstyle import CVal
+
+ASSIGN = "auto {name} = {expr};"
+
+
+@dataclass
+class Indirect:
+    """An indirect index variable: its C name, the raw value's name, size, and whether checked."""
+
+    var: str
+    raw: str
+    size: str
+    check: bool
+
+
+@dataclass
+class StageState:
+    """What tracing one stage produced: body lines and, for reduce/scan/sort, the extra parts."""
+
+    kind: str
+    body: IndentedBuffer = field(default_factory=IndentedBuffer)
+    post: IndentedBuffer = field(default_factory=IndentedBuffer)
+    acc_decls: list[str] = field(default_factory=list)
+    acc_names: list[str] = field(default_factory=list)
+    gather: list[str] = field(default_factory=list)
+    arrays: list[tuple[str, str]] = field(default_factory=list)  # (name, C type)
+    combine: list[str] = field(default_factory=list)
+    sort_descending: bool | None = None
+    no_simd: bool = False
+
+
+class Emitter:
+    """Builds the C++ body of one kernel from op calls (see `CppOps`)."""
+
+    def __init__(self, spec: KernelSpec, check_indices: bool = True) -> None:
+        self.spec = spec
+        self.names = spec.arg_names()
+        self.check_indices = check_indices
+        self.dtypes = DtypePropagation({b.name: b.dtype for b in spec.buffers})
+        self.sites: list[str] = []  # error sites: buffer names and assert messages
+        self.locals = {
+            b.name: identifier(f"pd_loc_{b.name}") for b in spec.buffers if b.role == "local"
+        }
+        self._subs = {s: sympy.Symbol(self.names[s.name], integer=True) for s in spec.size_args}
+        self._printer = CIndexPrinter()
+        self._indirect: dict[str, Indirect] = {}
+        self._count = 0
+        self.state = StageState("outer")
+        self.cse = CSE(self.state.body, assign=ASSIGN)
+
+    def begin(self, state: StageState, stage_index: int) -> None:
+        """Start tracing a stage: fresh temporaries (prefixed by stage) written to its body."""
+        self.state = state
+        self.cse = CSE(state.body, assign=ASSIGN, prefix=f"t{stage_index}_")
+
+    def fresh(self, stem: str) -> str:
+        """A kernel-unique C name."""
+        self._count += 1
+        return f"pd_{stem}{self._count}"
+
+    def line(self, text: str) -> None:
+        self.cse.buffer.line(text)
+
+    def site(self, what: str) -> int:
+        """The id of an error site (reported back to Python by number)."""
+        if what not in self.sites:
+            self.sites.append(what)
+        return self.sites.index(what)
+
+    # values
+    def value(self, expr: str, dtype: torch.dtype, reuse: bool = True) -> CVal:
+        """A temporary of `dtype`'s compute type holding `expr`."""
+        name = self.cse.generate(f"static_cast<{compute_type(dtype)}>({expr})", reuse=reuse)
+        return CVal(name, dtype)
+
+    def coerce(self, value: Any, dtype: torch.dtype) -> str:
+        """`value` (a CVal or Python scalar) as an expression of `dtype`'s compute type."""
+        if not isinstance(value, CVal):
+            return literal(value, dtype)
+        if compute_type(value.dtype) == compute_type(dtype):
+            return value.name
+        return f"static_cast<{compute_type(dtype)}>({value.name})"
+
+    def convert(self, x: CVal, dtype: torch.dtype) -> str:
+        """`to_dtype` semantics: bool is != 0, 16-bit floats round, float -> int truncates."""
+        if dtype == torch.bool:
+            return f"static_cast<bool>({x})"
+        if dtype in LOW_PRECISION:
+            if x.dtype == dtype:
+                return x.name
+            rounder = "pd_round_bf16" if dtype == torch.bfloat16 else "pd_round_f16"
+            return f"{rounder}(static_cast<float>({x}))"
+        if x.dtype.is_floating_point and not dtype.is_floating_point:
+            return f"static_cast<{compute_type(dtype)}>(static_cast<int64_t>({x}))"
+        return f"static_cast<{compute_type(dtype)}>({x})"
+
+    # indexing
+    def index(self, expr: sympy.Expr, buffer: str | None = None) -> str:
+        """C source of an index expression; checks indirect variables used against `buffer`."""
+        expr = sympy.sympify(expr)
+        for sym in sorted(expr.free_symbols, key=str):
+            ind = self._indirect.get(sym.name)
+            if ind is not None and ind.check and self.check_indices:
+                site = self.site(buffer or ind.var)
+                self.line(
+                    f"{ind.var} = pd_check_index(pd_err, {site}, {ind.var}, {ind.raw}, {ind.size});"
+                )
+                self.state.no_simd = True
+        return str(self._printer.doprint(expr.xreplace(self._subs)))
+
+    def indirect(self, x: CVal, size: sympy.Expr, check: bool, wrap_neg: bool) -> sympy.Expr:
+        var = self.fresh("ind")
+        raw = f"{var}_raw"
+        size_c = self.index(size)
+        self.line(f"const int64_t {raw} = static_cast<int64_t>({x});")
+        wrapped = f"({raw} < 0 ? {raw} + ({size_c}) : {raw})" if wrap_neg else raw
+        self.line(f"int64_t {var} = {wrapped};")
+        self._indirect[var] = Indirect(var, raw, f"({size_c})", check)
+        return sympy.Symbol(var, integer=True)
+
+    def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
+        idx, size_c = self.index(expr), self.index(size)
+        site = self.site(str(expr))
+        conds = [c for c, on in ((f"({idx}) < 0", lower), (f"({idx}) >= ({size_c})", upper)) if on]
+        if conds:
+            cond = " || ".join(conds)
+            self.line(f"if (PD_UNLIKELY({cond})) pd_report(pd_err, 1, {site}, {idx}, {size_c});")
+            self.state.no_simd = True
+
+    def device_assert(self, cond: CVal, msg: str) -> None:
+        site = self.site(msg)
+        self.line(f"if (PD_UNLIKELY(!({cond}))) pd_report(pd_err, 2, {site}, 0, 0);")
+        self.state.no_simd = True
+
+    # memory
+    def load(self, name: str, index: sympy.Expr) -> CVal:
+        buf = self.spec.buffer(name)
+        if buf.role == "local":
+            return CVal(self.locals[name], buf.dtype)
+        return self.load_at(name, self.index(index, name), buf.dtype)
+
+    def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> CVal:
+        buf = self.spec.buffer(name)
+        return self.value(from_storage(f"{self.names[name]}[{index_c}]", buf.dtype), dtype)
+
+    def store(self, name: str, index: sympy.Expr, value: CVal, mode: StoreMode) -> None:
+        buf = self.spec.buffer(name)
+        if buf.role == "local":
+            self.line(f"{self.locals[name]} = {self.coerce(value, buf.dtype)};")
+            return
+        target = f"{self.names[name]}[{self.index(index, name)}]"
+        if mode == "atomic_add":
+            self._atomic_add(target, value, buf.dtype)
+        elif mode is None:
+            self.line(f"{target} = {to_storage(self.coerce(value, buf.dtype), buf.dtype)};")
+        else:
+            raise UnsupportedOp("store", "cpp", f"store mode {mode!r}", self.spec.name)
+        self.cse.invalidate()
+
+    def _atomic_add(self, target: str, value: CVal, dtype: torch.dtype) -> None:
+        self.state.no_simd = True
+        if dtype in LOW_PRECISION or dtype == torch.bool:
+            new = to_storage(f"{from_storage(target, dtype)} + {self.coerce(value, dtype)}", dtype)
+            self.line("#pragma omp critical(pd_atomic)")
+            self.line(f"{target} = {new};")
+        else:
+            self.line("#pragma omp atomic")
+            self.line(f"{target} += {self.coerce(value, dtype)};")
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: CVal) -> None:
+        buf = self.spec.buffer(name)
+        post = self.state.post
+        if buf.role == "local":
+            v = self.coerce(value, buf.dtype)
+            post.line(f"{self.locals[name]} = {self.convert(CVal(v, value.dtype), buf.dtype)};")
+            return
+        saved, self.cse.buffer = self.cse.buffer, post
+        try:
+            target = f"{self.names[name]}[{self.index(index, name)}]"
+            post.line(f"{target} = {to_storage(self.coerce(value, buf.dtype), buf.dtype)};")
+        finally:
+            self.cse.buffer = saved
+
+    def frexp(self, x: CVal) -> tuple[CVal, CVal]:
+        mant, expo = self.fresh("mant"), self.fresh("exp")
+        self.line(f"int32_t {expo};")
+        self.line(f"const auto {mant} = pd_frexp(static_cast<{compute_type(x.dtype)}>({x}), &{expo});")
+        return CVal(mant, x.dtype), CVal(expo, torch.int32)
+
+    def bucketize(
+        self,
+        values: CVal,
+        boundaries: tuple[str, sympy.Expr, sympy.Expr, sympy.Expr],
+        boundary_indices: CVal,
+        indexing_dtype: torch.dtype,
+        right: bool,
+        sorter: tuple[str, sympy.Expr] | None,
+        sorter_indices: CVal | None,
+    ) -> CVal:
+        name, length, _numel, stride = boundaries
+        bdtype = self.spec.buffer(name).dtype
+        pos = "pd_i"
+        if sorter is not None and sorter_indices is not None:
+            sname, sstride = sorter
+            pos = f"static_cast<int64_t>({self.names[sname]}[{sorter_indices} + pd_i * ({self.index(sstride)})])"
+        elem = from_storage(f"{self.names[name]}[{boundary_indices} + {pos} * ({self.index(stride)})]", bdtype)
+        right_c = "true" if right else "false"
+        expr = (f"pd_bucketize({values}, {self.index(length)}, {right_c}, "
+                f"[&](int64_t pd_i) {{ return {elem}; }})")
+        self.state.no_simd = True
+        return self.value(expr, indexing_dtype)
+
+    def masked(self, mask: CVal, body: Callable[[], Any], other: Any) -> Any:
+        sub = IndentedBuffer()
+        saved = self.cse.buffer
+        self.cse.buffer = sub
+        try:
+            with self.cse.scope():
+                result = body()
+        finally:
+            self.cse.buffer = saved
+        results = result if isinstance(result, tuple) else (result,)
+        outs: list[CVal] = []
+        for r in results:
+            if r is None:
+                continue
+            out = CVal(self.fresh("masked"), r.dtype)
+            self.line(f"{compute_type(r.dtype)} {out.name} = {self.coerce(other, r.dtype)};")
+            outs.append(out)
+        self.line(f"if ({mask}) {{")
+        for text in sub.getvalue().splitlines():
+            self.line(f"    {text}" if text else "")
+        for out, r in zip(outs, (r for r in results if r is not None), strict=True):
+            self.line(f"    {out.name} = {self.coerce(r, r.dtype)};")
+        self.line("}")
+        if result is None:
+            return None
+        return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+    def storage_decl(self, name: str) -> str:
+        buf = self.spec.buffer(name)
+        const = "const " if buf.role == "in" else ""
+        return f"{const}{storage_type(buf.dtype)}* __restrict__ {self.names[name]}"

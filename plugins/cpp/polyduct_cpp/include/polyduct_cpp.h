@@ -1,0 +1,211 @@
+// polyduct C++ kernel helpers: dtype conversion, integer semantics, NaN-aware min/max,
+// reduction accumulators, Philox RNG and run-time error reporting. No ATen, no torch headers.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+#define PD_INLINE static inline __attribute__((always_inline))
+#define PD_MEMBER inline __attribute__((always_inline))
+#define PD_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+typedef _Float16 pd_half;
+typedef uint16_t pd_bf16;
+
+template <class To, class From> PD_INLINE To pd_bitcast(From v) {
+    static_assert(sizeof(To) == sizeof(From), "bitcast needs equal sizes");
+    To out;
+    std::memcpy(&out, &v, sizeof(To));
+    return out;
+}
+
+PD_INLINE float pd_bf16_to_f32(pd_bf16 b) { return pd_bitcast<float>(uint32_t(b) << 16); }
+
+PD_INLINE pd_bf16 pd_f32_to_bf16(float f) {
+    // Round to nearest even, as torch does; NaN stays a quiet NaN.
+    uint32_t u = pd_bitcast<uint32_t>(f);
+    if (f != f) return pd_bf16(0x7fc0);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return pd_bf16(u >> 16);
+}
+
+PD_INLINE float pd_round_f16(float x) { return float(pd_half(x)); }
+PD_INLINE float pd_round_bf16(float x) { return pd_bf16_to_f32(pd_f32_to_bf16(x)); }
+
+// Integer semantics (docs/conventions.md): torch floor division and Python remainder.
+template <class T> PD_INLINE T pd_floordiv(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return std::floor(a / b);
+    } else {
+        T q = a / b;
+        return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+    }
+}
+
+template <class T> PD_INLINE T pd_remainder(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        T r = std::fmod(a, b);
+        return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    } else {
+        T r = a % b;
+        return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+    }
+}
+
+template <class T> PD_INLINE T pd_mod(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+    else return T(a % b);
+}
+
+// Shifts as torch: a shift by >= the bit width gives 0 (or the sign for signed right shifts).
+template <class T> PD_INLINE T pd_shl(T a, T b) {
+    using U = std::make_unsigned_t<T>;
+    constexpr int64_t bits = sizeof(T) * 8;
+    if (int64_t(b) < 0 || int64_t(b) >= bits) return T(0);
+    return T(U(a) << U(b));
+}
+
+template <class T> PD_INLINE T pd_shr(T a, T b) {
+    constexpr int64_t bits = sizeof(T) * 8;
+    if (int64_t(b) < 0 || int64_t(b) >= bits) return (std::is_signed_v<T> && a < 0) ? T(-1) : T(0);
+    return T(a >> b);
+}
+
+template <class T> PD_INLINE T pd_ipow(T base, T exp) {
+    if (exp < 0) {
+        if (base == 1) return T(1);
+        if (base == -1) return (exp & 1) ? T(-1) : T(1);
+        return T(0);
+    }
+    using U = std::make_unsigned_t<T>;
+    U result = 1, b = U(base);
+    uint64_t e = uint64_t(exp);
+    while (e) {
+        if (e & 1) result = U(result * b);
+        b = U(b * b);
+        e >>= 1;
+    }
+    return T(result);
+}
+
+// NaN-propagating maximum/minimum (torch.maximum/minimum).
+template <class T> PD_INLINE T pd_maximum(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+    else return a > b ? a : b;
+}
+
+template <class T> PD_INLINE T pd_minimum(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+    else return a < b ? a : b;
+}
+
+template <class T> PD_INLINE T pd_sign(T x) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return (x != x) ? x : T((T(0) < x) - (x < T(0)));
+    } else if constexpr (std::is_same_v<T, bool>) {
+        return x;
+    } else {
+        return T((T(0) < x) - (x < T(0)));
+    }
+}
+
+template <class T> PD_INLINE T pd_nextafter(T x, T y) { return std::nextafter(x, y); }
+
+// nextafter in a 16-bit format, for float16/bfloat16 values held as float.
+PD_INLINE float pd_nextafter_f16(float x, float y) {
+    pd_half hx = pd_half(x), hy = pd_half(y);
+    if (x != x || y != y) return x + y;
+    if (hx == hy) return y;
+    uint16_t u = pd_bitcast<uint16_t>(hx);
+    if (hx == 0) u = uint16_t((pd_bitcast<uint16_t>(hy) & 0x8000u) | 1u);
+    else if ((hx < hy) == (hx > 0)) u++;
+    else u--;
+    return float(pd_bitcast<pd_half>(u));
+}
+
+PD_INLINE float pd_nextafter_bf16(float x, float y) {
+    float bx = pd_round_bf16(x), by = pd_round_bf16(y);
+    if (x != x || y != y) return x + y;
+    if (bx == by) return y;
+    uint16_t u = pd_f32_to_bf16(bx);
+    if (bx == 0) u = uint16_t((pd_f32_to_bf16(by) & 0x8000u) | 1u);
+    else if ((bx < by) == (bx > 0)) u++;
+    else u--;
+    return pd_bf16_to_f32(u);
+}
+
+template <class T> PD_INLINE T pd_frexp(T x, int32_t* e) {
+    int ex = 0;
+    if (!std::isfinite(x)) {
+        *e = 0;
+        return x;
+    }
+    T m = std::frexp(x, &ex);
+    *e = int32_t(ex);
+    return m;
+}
+
+template <class T> PD_INLINE T pd_sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+
+template <class T> PD_INLINE T pd_lgamma(T x) {
+    int sign = 0;
+    if constexpr (std::is_same_v<T, float>) return ::lgammaf_r(x, &sign);
+    else return ::lgamma_r(x, &sign);
+}
+
+template <class T> PD_INLINE T pd_round(T x) { return std::nearbyint(x); }
+
+template <class T> PD_INLINE T pd_ldexp(T x, T n) { return x * std::exp2(n); }
+
+// Error slot shared by every thread of a kernel call: [code, what, index, size].
+PD_INLINE void pd_report(int64_t* err, int64_t code, int64_t what, int64_t index, int64_t size) {
+    int64_t expected = 0;
+    if (__atomic_compare_exchange_n(&err[0], &expected, -1, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
+        err[1] = what;
+        err[2] = index;
+        err[3] = size;
+        __atomic_store_n(&err[0], code, __ATOMIC_RELEASE);
+    }
+}
+
+// Checked index: reports and returns 0 (a safe address) when out of [0, size).
+PD_INLINE int64_t pd_check_index(int64_t* err, int64_t what, int64_t index, int64_t raw,
+                               int64_t size) {
+    if (PD_UNLIKELY(index < 0 || index >= size)) {
+        pd_report(err, 1, what, raw, size);
+        return 0;
+    }
+    return index;
+}
+
+// searchsorted over n boundaries read through `at(i)` (a lambda doing the load).
+template <class T, class F> PD_INLINE int64_t pd_bucketize(T v, int64_t n, bool right, F at) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        auto m = at(mid);
+        bool go_right = right ? !(v < m) : (m < v);
+        if (go_right) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+#include "pd_reduce.h"
+#include "pd_random.h"
+#include "pd_special.h"
+
+// Sort order as torch: NaN sorts above every number (last ascending, first descending).
+template <bool DESC, class T> PD_INLINE bool pd_sort_less(T a, T b) {
+    if constexpr (std::is_floating_point_v<T>) {
+        if (DESC) return (a != a && b == b) || a > b;
+        return (a == a && b != b) || a < b;
+    } else {
+        return DESC ? (a > b) : (a < b);
+    }
+}

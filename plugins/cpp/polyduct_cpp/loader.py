@@ -1,0 +1,49 @@
+"""Load compiled kernels with ctypes: one foreign call per kernel call, no per-call array building.
+
+A kernel's last C argument is a 4-word error slot ([code, site, index, size]) that the kernel fills
+on a failed bounds check or device assertion; the call raises the matching `polyduct.errors` class.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any, Final
+
+from polyduct.errors import KernelAssertError, KernelIndexError
+
+_INDEX_ERROR: Final = 1
+_ASSERT_ERROR: Final = 2
+
+
+class CppKernel:
+    """A compiled kernel following `kernel(*tensors, *sizes)`."""
+
+    __slots__ = ("name", "sites", "_fn", "_ntensors", "_err", "_err_addr")
+
+    def __init__(self, name: str, fn: Any, ntensors: int, nsizes: int, sites: Sequence[str]
+                 ) -> None:
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * ntensors + [ctypes.c_int64] * nsizes + [ctypes.c_void_p]
+        self.name, self.sites = name, tuple(sites)
+        self._fn, self._ntensors = fn, ntensors
+        self._err = (ctypes.c_int64 * 4)()
+        self._err_addr = ctypes.addressof(self._err)
+
+    def __call__(self, *args: Any) -> None:
+        n = self._ntensors
+        self._fn(*[t.data_ptr() for t in args[:n]], *args[n:], self._err_addr)
+        if self._err[0]:
+            self._raise()
+
+    def _raise(self) -> None:
+        code, site, index, size = (int(v) for v in self._err)
+        for i in range(4):
+            self._err[i] = 0
+        what = self.sites[site] if 0 <= site < len(self.sites) else "?"
+        if code == _ASSERT_ERROR:
+            raise KernelAssertError(self.name, "cpp", what)
+        raise KernelIndexError(self.name, what, index, size)
+
+    def __repr__(self) -> str:
+        return f"<cpp kernel {self.name}>"

@@ -1,0 +1,63 @@
+"""`CppOptions`: how kernels are generated and compiled (validated once, when built)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from polyduct.errors import InvalidOption
+
+
+@dataclass(frozen=True, slots=True)
+class CppOptions:
+    """Compiler, flags and code-shape choices of the C++ backend."""
+
+    compiler: str = "g++"
+    opt_level: int = 3
+    march: str = "native"  # recorded in the cache key together with the host CPU's identity
+    openmp: bool = True
+    parallel_threshold: int = 65536  # elements of work below which a kernel stays single-threaded
+    simd_lanes: int = 16  # accumulators per reduction (one per SIMD lane)
+    check_indices: bool = True  # bounds-check indirect indexing
+    extra_flags: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.compiler or any(c.isspace() for c in self.compiler):
+            raise InvalidOption("cpp", "compiler", self.compiler, "a compiler command without spaces")
+        if self.opt_level not in (0, 1, 2, 3):
+            raise InvalidOption("cpp", "opt_level", self.opt_level, "0, 1, 2 or 3")
+        if not self.march.replace("-", "").replace("_", "").isalnum():
+            raise InvalidOption("cpp", "march", self.march, "a -march target name")
+        if not isinstance(self.parallel_threshold, int) or self.parallel_threshold < 0:
+            raise InvalidOption("cpp", "parallel_threshold", self.parallel_threshold, "an int >= 0")
+        if self.simd_lanes not in (1, 2, 4, 8, 16, 32):
+            raise InvalidOption("cpp", "simd_lanes", self.simd_lanes, "1, 2, 4, 8, 16 or 32")
+        if not all(isinstance(f, str) and f.startswith("-") for f in self.extra_flags):
+            raise InvalidOption("cpp", "extra_flags", self.extra_flags, "a tuple of -flags")
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> CppOptions:
+        """Options from a mapping: keys under `cpp` (or `cpp_<field>` at top level) are ours."""
+        nested = options.get("cpp", {})
+        if not isinstance(nested, Mapping):
+            raise InvalidOption("cpp", "cpp", nested, "a mapping of C++ backend options")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        picked = {k[4:]: v for k, v in options.items() if k.startswith("cpp_") and k[4:] in fields}
+        for key, value in nested.items():
+            if key not in fields:
+                raise InvalidOption("cpp", key, value, f"one of {', '.join(sorted(fields))}")
+            picked[key] = value
+        if "extra_flags" in picked:
+            picked["extra_flags"] = tuple(picked["extra_flags"])
+        return cls(**picked)
+
+    def flags(self) -> tuple[str, ...]:
+        """Compiler flags (part of the cache key)."""
+        base = [f"-O{self.opt_level}", f"-march={self.march}", "-std=c++17", "-shared", "-fPIC",
+                "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
+                "-fno-semantic-interposition", "-w"]
+        if self.openmp:
+            base.append("-fopenmp")
+        return (*base, *self.extra_flags)
