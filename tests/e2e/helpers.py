@@ -1,0 +1,53 @@
+"""Shared e2e helpers: compile through torch.compile with polyduct and compare with eager."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from polyduct.frontend.compile import CompiledGraph
+
+
+def compile_fn(fn: Callable[..., Any], backends: tuple[str, str], **kw: Any
+               ) -> tuple[Callable[..., Any], list[CompiledGraph]]:
+    """`fn` compiled with polyduct; the list collects each compiled graph (forward, backward)."""
+    torch._dynamo.reset()
+    graphs: list[CompiledGraph] = []
+    kernels, wrapper = backends
+    opts = {"kernels": kernels, "wrapper": wrapper, "observer": graphs.append}
+    return torch.compile(fn, backend="polyduct", options=opts, **kw), graphs
+
+
+def flat(value: Any) -> list[Any]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in flat(v)]
+    return [value]
+
+
+def assert_same(got: Any, want: Any, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Every tensor of `got` matches `want` (dtype, shape, values with NaN equal)."""
+    g, w = flat(got), flat(want)
+    assert len(g) == len(w)
+    for a, b in zip(g, w, strict=True):
+        if not isinstance(b, torch.Tensor):
+            assert a == b
+            continue
+        assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, b.dtype, a.shape, b.shape)
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol, equal_nan=True)
+
+
+def check(fn: Callable[..., Any], backends: tuple[str, str], *args: Any,
+          atol: float = 1e-5, rtol: float = 1e-4, **kw: Any) -> list[CompiledGraph]:
+    """Compile `fn`, run it on `args`, compare with eager; returns the compiled graphs."""
+    compiled, graphs = compile_fn(fn, backends, **kw)
+    assert_same(compiled(*args), fn(*args), atol=atol, rtol=rtol)
+    assert graphs, "polyduct compiled nothing"
+    return graphs
+
+
+def kernels_of(graphs: list[CompiledGraph]) -> int:
+    return sum(g.kernel_count for g in graphs)

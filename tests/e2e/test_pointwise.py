@@ -1,0 +1,75 @@
+"""Pointwise programs: one fused kernel, edge values, dtypes, views, in-place, extern fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .helpers import check, compile_fn, kernels_of
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.sigmoid(torch.relu(x * 2 - y) + 1).exp() / (y.abs() + 1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_pointwise_chain_is_one_kernel(backends: tuple[str, str], dtype: torch.dtype) -> None:
+    x, y = torch.randn(7, 33, dtype=dtype), torch.randn(33, dtype=dtype)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    graphs = check(chain, backends, x, y, atol=tol, rtol=tol)
+    assert kernels_of(graphs) == 1
+
+
+def test_edge_values(backends: tuple[str, str]) -> None:
+    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3.5, 7.0])
+    check(lambda a: (torch.where(a > 0, a.sqrt(), -a), a.isnan(), a.clamp(-1, 1),
+                     torch.maximum(a, a.flip(0))), backends, x)
+
+
+def test_int64_and_bool(backends: tuple[str, str]) -> None:
+    a = torch.tensor([torch.iinfo(torch.int64).max, -5, 7, 0, -1, 3])
+    b = torch.tensor([3, 2, -2, 1, 5, 7])
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return a + b, a // b, a % b, (a > b) & (b > 0), a * 2.5, a ^ b
+
+    check(fn, backends, a, b)
+
+
+def test_strided_views(backends: tuple[str, str]) -> None:
+    x = torch.randn(6, 10)
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        t = x.t() * 2
+        return t, x[1::2, 3:].sin(), x.unsqueeze(0).expand(3, 6, 10) + 1, x.reshape(60).cos()
+
+    check(fn, backends, x)
+    check(fn, backends, torch.randn(10, 6).t())
+
+
+def test_in_place_user_op(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return x + 1
+
+    x = torch.randn(5, 5)
+    x_eager = x.clone()
+    compiled, _ = compile_fn(fn, backends)
+    got = compiled(x)
+    want = fn(x_eager)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(x, x_eager)
+
+
+def test_output_aliases_input(backends: tuple[str, str]) -> None:
+    check(lambda x: (x.view(4, 3), x.t(), x + 1), backends, torch.randn(3, 4))
+
+
+def test_no_lowering_falls_back_to_extern(backends: tuple[str, str]) -> None:
+    x = torch.randn(4, 5).abs() + 0.5
+    graphs = check(lambda x: torch.special.entr(torch.linalg.norm(x, dim=1)) + 1, backends, x)
+    fallbacks = [op for g in graphs for op in g.report.ops()]
+    assert fallbacks, "expected an extern fallback"
+    assert all(str(g.report) for g in graphs)
