@@ -1,9 +1,9 @@
 """Content-addressed cache for compiled artifacts, shared by every backend.
 
 An entry is a directory named by the full SHA-256 of its key inputs (source, compiler, flags,
-versions: whatever changes the artifact). It holds `key.json` (the inputs themselves, compared on
-load, so a hash collision or a planted entry is rebuilt, never used) and the files the builder
-wrote. Entries are built in a unique temporary directory beside the cache and renamed into place
+versions: whatever changes the artifact). It holds `key.json` (the inputs themselves and the SHA-256
+of every file the builder wrote, compared on load, so a hash collision, a planted entry or an edited
+artifact is rebuilt, never used) and the files the builder wrote. Entries are built in a unique temporary directory beside the cache and renamed into place
 atomically; a concurrent builder of the same key loses the rename race harmlessly.
 
 The cache root is per user and outside /tmp: `$POLYDUCT_CACHE_DIR`, else
@@ -58,6 +58,23 @@ def _key(namespace: str, inputs: Mapping[str, str]) -> tuple[str, str]:
     return hashlib.sha256(canonical.encode()).hexdigest(), canonical
 
 
+def _manifest(entry: Path) -> dict[str, str]:
+    """SHA-256 of every artifact file in `entry`, by relative path.
+
+    The key file and `__pycache__` (written by Python when a cached module is imported) are not
+    artifacts.
+    """
+    return {
+        str(path.relative_to(entry)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(entry.rglob("*"))
+        if path.is_file() and path.name != KEY_FILE and "__pycache__" not in path.parts
+    }
+
+
+def _record(canonical: str, manifest: Mapping[str, str]) -> str:
+    return json.dumps({"key": json.loads(canonical), "files": dict(manifest)}, sort_keys=True)
+
+
 @dataclass
 class Cache:
     """A cache rooted at `root`; counts its hits and builds (for reports and tests)."""
@@ -83,7 +100,7 @@ class Cache:
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
         try:
             build(tmp)
-            (tmp / KEY_FILE).write_text(canonical)
+            (tmp / KEY_FILE).write_text(_record(canonical, _manifest(tmp)))
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             try:
@@ -98,9 +115,11 @@ class Cache:
 
     @staticmethod
     def _valid(entry: Path, canonical: str) -> bool:
+        """The entry's stored key equals ours and every artifact still has its recorded hash."""
         try:
-            return (entry / KEY_FILE).read_text() == canonical
-        except (OSError, UnicodeDecodeError):
+            stored = (entry / KEY_FILE).read_text()
+            return stored == _record(canonical, _manifest(entry))
+        except (OSError, UnicodeDecodeError, ValueError):
             return False
 
 

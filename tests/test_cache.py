@@ -42,11 +42,6 @@ def test_tampered_key_is_rebuilt_not_loaded(tmp_path: Path) -> None:
     assert (again / "artifact.txt").read_text() == "built"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="polyduct.cache compares key.json only; an edited artifact with an intact key is "
-    "loaded (needs an artifact digest in the entry; reported as a contract change)",
-)
 def test_tampered_artifact_is_rebuilt_not_loaded(tmp_path: Path) -> None:
     cache, build = Cache(tmp_path / "c"), Builder()
     entry = cache.entry("ns", KEY, build)
