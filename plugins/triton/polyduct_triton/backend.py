@@ -1,0 +1,95 @@
+"""`TritonBackend`: KernelSpec -> Triton module source -> cached file -> launcher callable."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, final
+
+import torch
+import triton
+
+from polyduct.cache import Cache, default_cache, import_module_file
+from polyduct.errors import InvalidOption
+from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
+from polyduct_triton.codegen import generate
+from polyduct_triton.ops import UNSUPPORTED, TritonOps
+
+_DTYPES = frozenset(
+    {
+        torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8,
+        torch.float16, torch.bfloat16, torch.float32, torch.float64,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TritonOptions:
+    """Options of the Triton backend; `interpret` runs kernels in Triton's CPU interpreter."""
+
+    interpret: bool = False
+    cache: Cache | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.interpret, bool):
+            raise InvalidOption("triton", "interpret", self.interpret, "a bool")
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> TritonOptions:
+        """Build options from a plain mapping; unknown keys are refused."""
+        known = {"interpret", "cache"}
+        for key in options:
+            if key not in known:
+                raise InvalidOption("triton", key, options[key], f"one of {sorted(known)}")
+        return cls(**dict(options))
+
+
+@final
+class TritonBackend(KernelBackend):
+    """Triton kernels for CUDA tensors, or CPU tensors under the Triton interpreter."""
+
+    name: ClassVar[str] = "triton"
+    caps: ClassVar[Capabilities] = Capabilities(
+        devices=frozenset({"cuda", "cpu"}), dtypes=_DTYPES, unsupported=UNSUPPORTED
+    )
+    ops_cls: ClassVar[type] = TritonOps
+
+    def __init__(self, options: TritonOptions | None = None) -> None:
+        self.options = options or TritonOptions()
+
+    def codegen(self, spec: KernelSpec) -> KernelSource:
+        # CPU tensors can only run in the interpreter, whatever the options say.
+        interpret = self.options.interpret or not spec.device.startswith("cuda")
+        source = generate(spec, TritonOps, interpret)
+        return KernelSource(spec.name, self.name, source)
+
+    def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
+        return {src.name: self._load_one(src) for src in sources}
+
+    def _load_one(self, src: KernelSource) -> KernelFn:
+        cache = self.options.cache or default_cache()
+        device = src.source.split("\n", 1)[0].rsplit(" on ", 1)[-1]
+        key = {
+            "source": src.source,
+            "triton": triton.__version__,
+            "torch": torch.__version__,
+            "device": device,
+            "device_name": _device_name(device),
+        }
+
+        def build(tmp: Path) -> None:
+            (tmp / "kernel.py").write_text(src.source)
+
+        entry = cache.entry("triton", key, build)
+        digest = hashlib.sha256(src.source.encode()).hexdigest()[:16]
+        module = import_module_file(entry / "kernel.py", f"polyduct_triton_k_{digest}")
+        launch: KernelFn = module.launch
+        return launch
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return device

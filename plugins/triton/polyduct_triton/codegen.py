@@ -1,0 +1,102 @@
+"""KernelSpec -> one self-contained Python module: Triton kernel, helpers and launcher.
+
+Every value is a 2-D block: outer points along axis 0 (XBLOCK), reduction points along axis 1
+(RBLOCK). Stages that iterate over the reduction dims loop over RBLOCK-sized chunks; the launcher
+picks RBLOCK >= rnumel for scan and sort stages, and whenever the reduction fits one block, so
+those loops run once (persistent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+from polyduct.codegen import IndentedBuffer, identifier, string_literal
+from polyduct.indexing import index_vars, product, unflatten
+from polyduct.kernel import KernelSpec
+from polyduct_triton.context import KernelContext, StageCode
+from polyduct_triton.launcher import render_launcher
+from polyduct_triton.prelude import MATH_PRELUDE, PRELUDE
+
+
+def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
+    """The module source for `spec`, traced with a fresh `ops_cls(ctx)` per stage."""
+    ctx = KernelContext(spec, interpret)
+    xs = index_vars("x", len(spec.ranges))
+    rs = index_vars("r", len(spec.reduction_ranges))
+    for stage in spec.stages:
+        ctx.begin(stage.kind)
+        stage.body(ops_cls(ctx), xs, rs if stage.kind != "outer" else ())
+    name = identifier(spec.name, prefix="k")
+    out = IndentedBuffer()
+    out.line(f"# polyduct-triton kernel {name} on {identifier(spec.device)}")
+    out.lines(["import torch", "import triton", "import triton.language as tl", ""])
+    out.line(f"INTERPRET = {interpret}")
+    out.line(f"NAME = {string_literal(spec.name)}")
+    out.line("_jit = triton.jit")
+    body = (PRELUDE + MATH_PRELUDE).replace("@triton.jit", "@_jit")
+    out.lines(body.splitlines())
+    for helper in ctx.helpers:
+        out.lines(["", ""] + helper.replace("@triton.jit", "@_jit").splitlines())
+    out.lines(["", ""])
+    _kernel(out, ctx, xs, rs)
+    out.lines(["", ""])
+    out.lines(render_launcher(spec, ctx).splitlines())
+    return out.getvalue()
+
+
+def _signature(ctx: KernelContext) -> str:
+    params = [ctx.arg(b.name) for b in ctx.spec.args]
+    params += [ctx.args[s.name] for s in ctx.spec.size_args]
+    params += ["xnumel", "rnumel"] + (["err_ptr"] if ctx.checks else [])
+    params += ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr", "IDX64: tl.constexpr"]
+    return ", ".join(params)
+
+
+def _defs(ctx: KernelContext, names: Sequence[sympy.Symbol], flat: str,
+          ranges: Sequence[sympy.Expr]) -> list[str]:
+    coords = unflatten(sympy.Symbol(flat, integer=True, nonnegative=True), ranges)
+    return [f"{v.name} = {ctx.index(c)}" for v, c in zip(names, coords, strict=True)]
+
+
+def _kernel(out: IndentedBuffer, ctx: KernelContext, xs: Sequence[sympy.Symbol],
+            rs: Sequence[sympy.Symbol]) -> None:
+    out.line("@_jit")
+    out.line(f"def _kernel({_signature(ctx)}):")
+    with out.indent():
+        out.line("if IDX64:")
+        out.line("    xindex = tl.program_id(0).to(tl.int64) * XBLOCK + "
+                 "tl.arange(0, XBLOCK)[:, None].to(tl.int64)")
+        out.line("else:")
+        out.line("    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+        out.line("xmask = xindex < xnumel")
+        out.lines(_defs(ctx, xs, "xindex", ctx.spec.ranges))
+        for stage in ctx.stages:
+            _stage(out, ctx, stage, rs)
+
+
+def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
+           rs: Sequence[sympy.Symbol]) -> None:
+    loops = stage.kind != "outer" and bool(ctx.spec.reduction_ranges)
+    if not loops:
+        out.lines(stage.loop.getvalue().splitlines())
+        out.lines(stage.post.getvalue().splitlines())
+        return
+    out.lines(stage.pre.getvalue().splitlines())
+    out.line("for roffset in range(0, rnumel, RBLOCK):")
+    with out.indent():
+        out.line("if IDX64:")
+        out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :].to(tl.int64)")
+        out.line("else:")
+        out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        out.line("rmask = rindex < rnumel")
+        out.lines(_defs(ctx, rs, "rindex", ctx.spec.reduction_ranges))
+        out.lines(stage.loop.getvalue().splitlines())
+        out.line("pass")
+    out.lines(stage.post.getvalue().splitlines())
+
+
+def numel_exprs(spec: KernelSpec) -> tuple[sympy.Expr, sympy.Expr]:
+    """xnumel and rnumel of `spec` as sympy expressions over its size symbols."""
+    return product(spec.ranges), product(spec.reduction_ranges)

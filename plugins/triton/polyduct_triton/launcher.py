@@ -1,0 +1,136 @@
+"""The Python launcher of a generated kernel: sizes -> config -> grid -> launch -> checks.
+
+The launcher takes `(*tensors, *sizes)` (the calling convention of `polyduct.kernel`), computes
+xnumel/rnumel and the index width from the sizes, picks a config (autotuned once per shape class
+on GPUs, fixed under the interpreter), computes its grid and launches. Index-check failures recorded
+by the kernel are raised here as `KernelIndexError`.
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from polyduct.codegen import string_literal
+from polyduct.indexing import PythonIndexPrinter, product
+from polyduct.kernel import KernelSpec
+from polyduct_triton.context import KernelContext
+
+_RUNTIME = '''
+_SOURCE_ERRORS = tuple(
+    e for e in (
+        getattr(getattr(triton, "compiler", None), "CompilationError", None),
+        getattr(getattr(triton.runtime, "errors", None), "InterpreterError", None),
+    ) if e is not None
+)
+_BEST = {}
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _configs(xnumel, rnumel, device):
+    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape."""
+    xp, rp = _pow2(xnumel), _pow2(rnumel)
+    if KIND == "pointwise":
+        blocks = [1024] if INTERPRET else [1024, 512, 256, 128]
+        return [(min(b, xp), 1, 4 if b <= 512 else 8) for b in blocks]
+    if KIND == "sort":
+        budget = 1 << 16 if INTERPRET else 1 << 14
+        return [(max(1, min(xp, budget // (rp * rp))), rp, 8)]
+    if KIND == "scan" or rp <= (4096 if INTERPRET else 1024):
+        rblocks = [rp]
+    else:
+        rblocks = [4096] if INTERPRET else [1024, 256]
+    budget = 1 << 14 if INTERPRET else 4096
+    out = []
+    for rb in rblocks:
+        out.append((max(1, min(xp, budget // rb)), rb, 8 if rb >= 512 else 4))
+        if not INTERPRET and rb < 64:
+            out.append((max(1, min(xp, 1024 // rb)), rb, 4))
+    return out
+
+
+def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
+    xb, rb, warps = cfg
+    grid = (triton.cdiv(xnumel, xb),)
+    extra = (err,) if err is not None else ()
+    _kernel[grid](*tensors, *sizes, xnumel, rnumel, *extra, XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
+                  num_warps=warps)
+
+
+def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
+    key = (str(tensors[0].device) if tensors else "cpu", _pow2(xnumel), _pow2(rnumel), idx64)
+    if key in _BEST:
+        return _BEST[key]
+    configs = _configs(xnumel, rnumel, key[0])
+    if len(configs) == 1 or INTERPRET:
+        _BEST[key] = configs[0]
+        return configs[0]
+    from triton.testing import do_bench
+
+    # Benchmark on copies of written buffers so tuning never changes the caller's data.
+    scratch = [t.clone() if i in WRITTEN else t for i, t in enumerate(tensors)]
+    scratch_err = None if err is None else err.clone()
+    times = [do_bench(lambda c=c: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err))
+             for c in configs]
+    _BEST[key] = configs[times.index(min(times))]
+    return _BEST[key]
+
+
+def _run(tensors, sizes, xnumel, rnumel, idx64, err):
+    try:
+        cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
+        _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
+    except _SOURCE_ERRORS as exc:
+        from polyduct.errors import KernelCompileError
+
+        with open(__file__) as src:
+            text = src.read()
+        raise KernelCompileError("triton", NAME, __file__, f"{exc}\\n--- source ---\\n{text}") from exc
+
+
+def _raise_index_error(err):
+    from polyduct.errors import KernelIndexError
+
+    flags = err.view(-1, 3)
+    slot = int(torch.nonzero(flags[:, 0]).flatten()[0])
+    raise KernelIndexError(NAME, CHECKED[slot], int(flags[slot, 1]), int(flags[slot, 2]))
+'''
+
+
+def _py(ctx: KernelContext, expr: sympy.Expr) -> str:
+    return PythonIndexPrinter().doprint(sympy.sympify(expr).xreplace(ctx.rename))
+
+
+def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
+    """Python source of the launcher (module constants, runtime helpers and `launch`)."""
+    tensors = [ctx.arg(b.name) for b in spec.args]
+    sizes = [ctx.args[s.name] for s in spec.size_args]
+    written = [i for i, b in enumerate(spec.args) if b.role in ("out", "inout")]
+    numels = [_py(ctx, b.numel) for b in spec.args] + [_py(ctx, product(spec.ranges))]
+    checked = ", ".join(string_literal(c.buffer) for c in ctx.checks)
+    lines = [
+        f"KIND = {string_literal(spec.kind)}",
+        f"WRITTEN = frozenset({written!r})",
+        f"CHECKED = ({checked}{',' if ctx.checks else ''})",
+        _RUNTIME,
+        "",
+        f"def launch({', '.join(tensors + sizes)}):",
+        f"    xnumel = int({_py(ctx, product(spec.ranges))})",
+        f"    rnumel = int({_py(ctx, product(spec.reduction_ranges))})",
+        "    if xnumel <= 0:",
+        "        return",
+        f"    idx64 = max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
+        f"    tensors = ({', '.join(tensors)}{',' if tensors else ''})",
+        f"    sizes = ({', '.join(sizes)}{',' if sizes else ''})",
+    ]
+    if ctx.checks:
+        dev = tensors[0] + ".device" if tensors else '"cpu"'
+        lines.append(f"    err = torch.zeros({3 * len(ctx.checks)}, dtype=torch.int64, device={dev})")
+    else:
+        lines.append("    err = None")
+    lines.append("    _run(tensors, sizes, xnumel, rnumel, idx64, err)")
+    if ctx.checks:
+        lines += ["    if bool(err.view(-1, 3)[:, 0].any()):", "        _raise_index_error(err)"]
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Ops that touch memory, indexes, masks and random numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy
+import torch
+
+from polyduct.ops import StoreMode
+from polyduct_triton.prim_ops import TritonEmitter
+from polyduct_triton.values import (
+    LOW_PRECISION,
+    TL_DTYPE,
+    TritonValue,
+    compute_tl,
+)
+
+from .context import Check
+
+V = TritonValue
+
+
+class TritonMemoryOps(TritonEmitter):
+    """Loads, stores, index values, bounds checks, masked bodies and Philox random numbers."""
+
+    def _mask_for(self, index: sympy.Expr, name: str) -> str:
+        parts = [self.ctx.mask()]
+        for sym in sympy.sympify(index).free_symbols:
+            check = self.ctx.indirect.get(sym.name)
+            if check is not None:
+                if check.buffer == "?":
+                    check.buffer = name
+                parts.append(f"{sym.name}_ok")
+        return " & ".join(parts)
+
+    def load(self, name: str, index: sympy.Expr) -> V:
+        buf = self.ctx.spec.buffer(name)
+        if buf.role == "local":
+            return V(self.ctx.locals[name], buf.dtype)
+        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
+        expr = f"tl.load({ptr} + ({idx}), {self._mask_for(index, name)}, other=0)"
+        if buf.dtype == torch.bool:
+            expr = f"({expr} != 0)"
+        elif buf.dtype in LOW_PRECISION:
+            expr = f"{expr}.to(tl.float32)"
+        return self._v(expr, buf.dtype)
+
+    def _stored(self, value: V, dtype: torch.dtype) -> str:
+        if dtype == torch.bool:
+            return f"({value} != 0).to(tl.int1)"
+        if value.dtype == torch.bool:
+            return f"{value}.to(tl.int8).to({TL_DTYPE[dtype]})"
+        return f"{value}.to({TL_DTYPE[dtype]})"
+
+    def store(self, name: str, index: sympy.Expr, value: V, mode: StoreMode = None) -> None:
+        buf = self.ctx.spec.buffer(name)
+        if buf.role == "local":
+            self.ctx.stage.loop.line(f"{self.ctx.locals[name]} = {value}")
+            return
+        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
+        val, mask = self._stored(value, buf.dtype), self._mask_for(index, name)
+        fn = "tl.atomic_add" if mode == "atomic_add" else "tl.store"
+        self.ctx.stage.loop.line(f"{fn}({ptr} + ({idx}), {val}, {mask})")
+        self.ctx.cse.invalidate()
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: V) -> None:
+        buf = self.ctx.spec.buffer(name)
+        post = self.ctx.stage.post if self.ctx.in_loop else self.ctx.stage.loop
+        if buf.role == "local":
+            var = self.ctx.locals.setdefault(name, self.ctx.fresh("local"))
+            post.line(f"{var} = {self._held(value, buf.dtype)}")
+            return
+        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
+        post.line(f"tl.store({ptr} + ({idx}), {self._stored(value, buf.dtype)}, xmask)")
+
+    def _held(self, value: V, dtype: torch.dtype) -> str:
+        if dtype == torch.bool:
+            return f"({value} != 0)"
+        if dtype in LOW_PRECISION:
+            return f"{value}.to({TL_DTYPE[dtype]}).to(tl.float32)"
+        return f"{value}.to({compute_tl(dtype)})"
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
+        idx = f"(tl.zeros([1, 1], tl.int64) + ({self.ctx.index(expr)}))"
+        return self._v(self._cast(V(idx, torch.int64), dtype), dtype)
+
+    def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
+        return self.index_expr(expr, dtype)
+
+    def indirect_indexing(
+        self, x: V, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+    ) -> sympy.Expr:
+        var = self.ctx.fresh("ind")
+        size_s = self.ctx.index(size)
+        wrapped = f"tl.where({x} < 0, {x} + ({size_s}), {x})" if wrap_neg else str(x)
+        self.ctx.stage.loop.line(f"{var} = ({wrapped}).to(tl.int64)")
+        ok = f"(({var} >= 0) & ({var} < ({size_s})))" if check else "True"
+        self.ctx.stage.loop.line(f"{var}_ok = {ok}")
+        slot = Check(len(self.ctx.checks), size_s)
+        if check:
+            self.ctx.checks.append(slot)
+            self._report(slot, var, f"{var}_ok")
+        self.ctx.indirect[var] = slot
+        return sympy.Symbol(var, integer=True)
+
+    def _report(self, check: Check, value: str, ok: str) -> None:
+        """Record a failed check in the error buffer: [flag, index, size] per check slot."""
+        bad = f"(({ok}) == 0) & {self.ctx.mask()}"
+        base = f"err_ptr + {3 * check.slot}"
+        zero = "tl.zeros([1, 1], tl.int64)"
+        loop = self.ctx.stage.loop
+        loop.line(f"tl.store({base} + {zero}, {zero} + 1, {bad})")
+        loop.line(f"tl.store({base} + 1 + {zero}, {zero} + {value}, {bad})")
+        loop.line(f"tl.store({base} + 2 + {zero}, {zero} + ({check.size}), {bad})")
+
+    def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
+        value = self.ctx.index(expr)
+        check = Check(len(self.ctx.checks), self.ctx.index(size), f"<{expr}>")
+        self.ctx.checks.append(check)
+        conds = ([f"(({value}) >= 0)"] if lower else []) + (
+            [f"(({value}) < ({check.size}))"] if upper else []
+        )
+        self._report(check, value, " & ".join(conds) or "True")
+
+    def masked(self, mask: V, body: Callable[[], V], other: V) -> V:
+        self.ctx.masks.append(str(mask))
+        try:
+            with self.ctx.cse.scope():
+                result = body()
+        finally:
+            self.ctx.masks.pop()
+        if result is None:
+            return result
+        if not isinstance(other, TritonValue):
+            other = self._c(other, result.dtype)
+        return self._v(f"tl.where({mask}, {result}, {self._held(other, result.dtype)})", result.dtype)
+
+    def device_assert_async(self, cond: V, msg: str) -> None:
+        from polyduct.codegen import string_literal
+
+        ok = f"({cond}) | (({self.ctx.mask()}) == 0)"
+        self.ctx.stage.loop.line(f"tl.device_assert({ok}, {string_literal(msg)})")
+
+    def load_seed(self, name: str, offset: V) -> V:
+        return self._v(f"tl.load({self.ctx.arg(name)} + ({offset}))", torch.int64)
+
+    def rand(self, seed: V, offset: V) -> V:
+        return self._v(f"tl.rand({seed}, ({offset}).to(tl.uint32))", torch.float32)
+
+    def randn(self, seed: V, offset: V) -> V:
+        return self._v(f"tl.randn({seed}, ({offset}).to(tl.uint32))", torch.float32)
+
+    def randint64(self, seed: V, offset: V, low: V, high: V) -> V:
+        return self._v(f"_randint64({seed}, ({offset}).to(tl.uint32), {low}, {high})", torch.int64)
+
+    def bucketize(
+        self,
+        values: V,
+        boundaries: tuple[str, sympy.Expr, sympy.Expr, sympy.Expr],
+        boundary_indices: V,
+        indexing_dtype: torch.dtype,
+        right: bool,
+        sorter: tuple[str, sympy.Expr] | None = None,
+        sorter_indices: V | None = None,
+    ) -> V:
+        name, length, numel, stride = boundaries
+        ln, nl, st = (self.ctx.index(e) for e in (length, numel, stride))
+        srt = "None" if sorter is None else self.ctx.arg(sorter[0])
+        sst = "0" if sorter is None else self.ctx.index(sorter[1])
+        sidx = "0" if sorter_indices is None else str(sorter_indices)
+        expr = (
+            f"_bucketize({values}, {self.ctx.arg(name)}, {ln}, {nl}, {st}, "
+            f"{boundary_indices}, {right}, {srt}, {sst}, {sidx}, {self.ctx.mask()})"
+        )
+        return self._v(f"{expr}.to({compute_tl(indexing_dtype)})", indexing_dtype)

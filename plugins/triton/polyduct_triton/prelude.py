@@ -1,0 +1,158 @@
+"""Triton helper functions every generated kernel module starts with (source text)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+PRELUDE: Final = '''
+@triton.jit
+def _prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def _xor_combine(a, b):
+    return a ^ b
+
+
+@triton.jit
+def _randint64(seed, offset, low, high):
+    # Philox words as in tl.randint4x; two 32-bit words make one 64-bit draw (docs/conventions.md).
+    r0, r1, r2, r3 = tl.randint4x(seed, offset)
+    r = r0.to(tl.uint64) | (r1.to(tl.uint64) << 32)
+    span = (high - low).to(tl.uint64)
+    return (r % span).to(tl.int64) + low
+
+
+@triton.jit
+def _bucketize(values, bptr, length, numel, stride, bidx, right: tl.constexpr, sptr, sstride,
+               sidx, mask):
+    low = tl.zeros_like(values).to(tl.int64) + tl.zeros_like(bidx).to(tl.int64)
+    high = low + length
+    span = length + 1
+    while span > 1:
+        mid = (low + high) // 2
+        ok = mask & (mid < length) & ((bidx + mid * stride) < numel)
+        if sptr is None:
+            pos = mid
+        else:
+            pos = tl.load(sptr + sidx + mid * sstride, ok, other=0).to(tl.int64)
+        bound = tl.load(bptr + bidx + pos * stride, ok, other=0)
+        if right:
+            above = values >= bound
+        else:
+            above = values > bound
+        low = tl.where(above & ok, mid + 1, low)
+        high = tl.where(above | (ok == 0), high, mid)
+        span = (span + 1) // 2
+    return low
+
+
+@triton.jit
+def _sort_rank(keys, valid, descending: tl.constexpr, floating: tl.constexpr):
+    ki = keys[:, :, None]
+    kj = keys[:, None, :]
+    vi = valid[:, :, None]
+    vj = valid[:, None, :]
+    lanes = tl.arange(0, keys.shape[1])
+    earlier = lanes[None, None, :] < lanes[None, :, None]
+    if floating:
+        ni = ki != ki
+        nj = kj != kj
+        if descending:
+            less = (kj > ki) | (nj & (ni == 0))
+        else:
+            less = (kj < ki) | (ni & (nj == 0))
+        same = (kj == ki) | (ni & nj)
+    else:
+        if descending:
+            less = kj > ki
+        else:
+            less = kj < ki
+        same = kj == ki
+    before = (vj & (vi == 0)) | (vj & vi & (less | (same & earlier)))
+    return tl.sum(before.to(tl.int32), 2)
+
+
+@triton.jit
+def _rank_gather(values, rank):
+    slots = tl.arange(0, values.shape[1])
+    hit = rank[:, :, None] == slots[None, None, :]
+    return tl.sum(tl.where(hit, values[:, :, None], 0), 1)
+'''
+
+MATH_PRELUDE: Final = '''
+@triton.jit
+def _ipow(a, b):
+    result = tl.zeros_like(a) + 1
+    base = a
+    e = b
+    for _ in range(64):
+        result = tl.where((e & 1) != 0, result * base, result)
+        base = base * base
+        e = e >> 1
+    # Negative exponents: only 1 and -1 have integer reciprocals.
+    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0)).to(a.dtype)
+    return tl.where(b < 0, neg, result)
+
+
+@triton.jit
+def _fpow(x, y):
+    ax = tl.abs(x)
+    yi = tl.floor(y) == y
+    odd = yi & ((y % 2.0) != 0)
+    general = tl.exp(y * tl.log(ax))
+    # Small integer exponents by repeated squaring: exact squares stay exact.
+    ay = tl.abs(y)
+    small = yi & (ay <= 64)
+    n = tl.where(small, ay, 0).to(tl.int32)
+    r = tl.zeros_like(ax) + 1
+    base = ax
+    for _ in range(7):
+        r = tl.where((n & 1) != 0, r * base, r)
+        base = base * base
+        n = n >> 1
+    r = tl.where(y < 0, 1 / r, r)
+    mag = tl.where(small, r, general)
+    mag = tl.where((ax == 1) & (tl.abs(y) == float("inf")), 1.0, mag)
+    out = tl.where((x < 0) & odd, -mag, mag)
+    out = tl.where((x < 0) & (yi == 0) & (ay != float("inf")), float("nan"), out)
+    # Signed zero base with odd negative/positive exponent keeps its sign (C pow).
+    zneg = (x == 0) & (x.to(tl.float64).to(tl.int64, bitcast=True) < 0) & odd
+    out = tl.where(zneg, -out, out)
+    out = tl.where(x == 1, 1.0, out)
+    return tl.where(y == 0, 1.0, out)
+
+
+@triton.jit
+def _frexp(x, bits: tl.constexpr, mant: tl.constexpr, expmask: tl.constexpr,
+           half_bias: tl.constexpr, tiny: tl.constexpr):
+    sub = tl.abs(x) < tiny
+    xs = tl.where(sub, x * 18446744073709551616.0, x)
+    xb = xs.to(bits, bitcast=True)
+    e = ((xb & expmask) >> mant).to(tl.int32) - half_bias - tl.where(sub, 64, 0)
+    mb = (xb & ~expmask) | (half_bias << mant)
+    m = mb.to(x.dtype, bitcast=True)
+    special = (x == 0) | (x != x) | (tl.abs(x) == float("inf"))
+    return tl.where(special, x, m), tl.where(special, 0, e)
+
+
+@triton.jit
+def _nextafter(x, y, bits: tl.constexpr):
+    xb = x.to(bits, bitcast=True)
+    away = (y > x) == (x > 0)
+    nb = tl.where(away, xb + 1, xb - 1)
+    out = nb.to(x.dtype, bitcast=True)
+    tiny = (tl.zeros_like(xb) + 1).to(x.dtype, bitcast=True)
+    out = tl.where(x == 0, tl.where(y > 0, tiny, -tiny), out)
+    out = tl.where(x == y, y, out)
+    return tl.where((x != x) | (y != y), x + y, out)
+
+
+@triton.jit
+def _erfcx_cf(x, terms: tl.constexpr):
+    f = x
+    for k in range(terms, 0, -1):
+        f = x + (k * 0.5) / f
+    return 0.5641895835477563 / f
+'''

@@ -1,0 +1,49 @@
+"""Helpers to build small KernelSpecs and run them through the Triton backend (interpreter)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import sympy
+import torch
+
+from polyduct.cache import Cache
+from polyduct.kernel import Body, KernelBuffer, KernelSpec, Stage
+from polyduct_triton import TritonBackend, TritonOptions
+
+
+def backend(tmp: Path) -> TritonBackend:
+    return TritonBackend(TritonOptions(interpret=True, cache=Cache(tmp)))
+
+
+def buf(name: str, t: torch.Tensor | torch.dtype, role: str, numel: int | sympy.Expr = 0) -> KernelBuffer:
+    if isinstance(t, torch.Tensor):
+        return KernelBuffer(name, t.dtype, role, sympy.Integer(t.numel()))  # type: ignore[arg-type]
+    return KernelBuffer(name, t, role, sympy.sympify(numel))  # type: ignore[arg-type]
+
+
+def spec(
+    name: str,
+    ranges: Sequence[int | sympy.Expr],
+    rranges: Sequence[int | sympy.Expr],
+    stages: Sequence[tuple[str, Body]],
+    buffers: Sequence[KernelBuffer],
+    size_args: Sequence[sympy.Symbol] = (),
+) -> KernelSpec:
+    return KernelSpec(
+        name=name,
+        ranges=tuple(sympy.sympify(r) for r in ranges),
+        reduction_ranges=tuple(sympy.sympify(r) for r in rranges),
+        stages=tuple(Stage(kind, body) for kind, body in stages),  # type: ignore[arg-type]
+        buffers=tuple(buffers),
+        size_args=tuple(size_args),
+    )
+
+
+def run(tmp: Path, s: KernelSpec, *args: torch.Tensor | int) -> str:
+    be = backend(tmp)
+    src = be.codegen(s)
+    fn = be.load([src])[s.name]
+    fn(*args)
+    return src.source
