@@ -371,24 +371,6 @@ def test_bucketize_matches_torch(right: bool) -> None:
     assert torch.equal(out, torch.bucketize(values, bounds, right=right))
 
 
-def test_rand_is_deterministic_and_uniform() -> None:
-    seed = torch.tensor([1234], dtype=torch.int64)
-    outs = [torch.empty(4096) for _ in range(2)]
-
-    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
-        value = ops.rand(
-            ops.load_seed("seed", ops.constant(0, torch.int64)), ops.index_expr(x[0], torch.int32)
-        )
-        ops.store("out", x[0], value)
-
-    buffers = (buf("seed", torch.int64, "in", 1), buf("out", torch.float32, "out", 4096))
-    for out in outs:
-        run((4096,), (), [("outer", body)], buffers, (seed, out))
-    assert torch.equal(outs[0], outs[1])
-    assert float(outs[0].min()) >= 0.0 and float(outs[0].max()) < 1.0
-    assert abs(float(outs[0].mean()) - 0.5) < 0.02
-
-
 _TRITON_CHECK = """
 import os, sys
 os.environ["TRITON_INTERPRET"] = "1"
@@ -484,22 +466,32 @@ def test_device_assert_and_check_bounds_raise() -> None:
         run((5,), (), [("outer", bounded)], _pw_buffers(5), (t, out))
 
 
-def test_randn_and_randint64_in_a_kernel() -> None:
+def test_random_ops_in_a_kernel_are_deterministic() -> None:
     seed = torch.tensor([7], dtype=torch.int64)
-    normal, ints = torch.empty(4096), torch.empty(4096, dtype=torch.int64)
+    outs = [
+        (torch.empty(4096), torch.empty(4096), torch.empty(4096, dtype=torch.int64))
+        for _ in range(2)
+    ]
 
     def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
         s = ops.load_seed("seed", ops.constant(0, torch.int64))
         offset = ops.index_expr(x[0], torch.int32)
+        ops.store("u", x[0], ops.rand(s, offset))
         ops.store("n", x[0], ops.randn(s, offset))
         low, high = ops.constant(-5, torch.int64), ops.constant(5, torch.int64)
         ops.store("i", x[0], ops.randint64(s, offset, low, high))
 
     buffers = (
         buf("seed", torch.int64, "in", 1),
+        buf("u", torch.float32, "out", 4096),
         buf("n", torch.float32, "out", 4096),
         buf("i", torch.int64, "out", 4096),
     )
-    run((4096,), (), [("outer", body)], buffers, (seed, normal, ints))
+    for out in outs:
+        run((4096,), (), [("outer", body)], buffers, (seed, *out))
+    assert all(torch.equal(a, b) for a, b in zip(*outs, strict=True))
+    uniform, normal, ints = outs[0]
+    assert float(uniform.min()) >= 0.0 and float(uniform.max()) < 1.0
+    assert abs(float(uniform.mean()) - 0.5) < 0.02
     assert abs(float(normal.mean())) < 0.06 and abs(float(normal.std()) - 1.0) < 0.06
     assert int(ints.min()) == -5 and int(ints.max()) == 4
