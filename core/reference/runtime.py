@@ -345,7 +345,9 @@ def trunc_to_int(x: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.trunc(x).to(dtype)
 
 
-def where(condition: Tensor, a: Tensor, b: Tensor) -> Tensor:
+def where(condition: Tensor, a: Tensor, b: Tensor | bool | float) -> Tensor:
+    if not isinstance(b, Tensor):  # a Python scalar from a lowering: take a's dtype
+        b = torch.tensor(b, device=a.device)
     return torch.where(condition, a, b.to(a.dtype))
 
 
