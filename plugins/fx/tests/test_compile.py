@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import pytest
 import torch
@@ -24,10 +25,15 @@ def model(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> list[torch.Tenso
 @pytest.mark.parametrize("kernels", BACKENDS)
 def test_compiled_model_matches_eager(kernels: str) -> None:
     torch._dynamo.reset()
-    opts = {"kernels": kernels, "wrapper": "fx"}
+    graphs: list[Any] = []
+    opts = {"kernels": kernels, "wrapper": "fx", "observer": graphs.append}
     compiled = torch.compile(model, backend="polyduct", options=opts, dynamic=True)
     w, b = torch.randn(8, 5), torch.randn(5)
     for rows in (3, 11):
         x = torch.randn(rows, 8)
         for got, want in zip(compiled(x, w, b), model(x, w, b), strict=True):
             torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert graphs and all(isinstance(g.fn, torch.fx.GraphModule) for g in graphs)
+    code = graphs[0].fn.code
+    print(code)
+    assert "torch.empty_strided" in code and "polyduct_fx_kernels_" in code
