@@ -543,8 +543,8 @@ class OpHandler(Protocol[T]):
     def identity(self, x: T) -> T:
         """Returns its input; exists only to force a CSE temporary. Keeps x's dtype. Any dtype."""
 
-    def masked(self, mask: T, body: Callable[[], T], other: T) -> T:
-        """`body()` with its loads predicated on `mask`; `other` where mask is false."""
+    def masked(self, mask: T, body: Callable[[], T], other: T | bool | float) -> T:
+        """`body()` with loads predicated on `mask`; `other` (value or scalar) where it is false."""
 
     def where(self, condition: T, input: T, other: T) -> T:
         """`input` where `condition` else `other`. Has input's dtype. Any dtype."""

@@ -487,7 +487,7 @@ class DefaultHandler(Generic[T]):
     def identity(self, x: T) -> T:
         return self._default("identity", (x,), {})
 
-    def masked(self, mask: T, body: Callable[[], T], other: T) -> T:
+    def masked(self, mask: T, body: Callable[[], T], other: T | bool | float) -> T:
         return self._default("masked", (mask, body, other), {})
 
     def where(self, condition: T, input: T, other: T) -> T:
