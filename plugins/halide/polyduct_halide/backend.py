@@ -1,0 +1,124 @@
+"""`HalideBackend`: KernelSpec -> pipeline module source -> cached, JIT-compiled callable."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+import halide as hl
+import torch
+from polyduct.cache import default_cache, import_module_file
+from polyduct.errors import InvalidOption, KernelCompileError
+from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
+
+import polyduct_halide
+from polyduct_halide.codegen import generate
+from polyduct_halide.launch import make_kernel
+from polyduct_halide.ops import HalideOps
+from polyduct_halide.runtime import AUTOSCHEDULERS
+from polyduct_halide.values import DTYPES
+
+SCHEDULES: Final = ("default", "none", *AUTOSCHEDULERS)
+_SOURCE_FILE = "pipeline.py"
+# One JIT per pipeline source and target per process: Halide's JIT output cannot be persisted.
+_COMPILED: dict[tuple[str, str], KernelFn] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class HalideOptions:
+    """Options of the Halide backend (keys `schedule`/`halide_schedule`, `target`)."""
+
+    schedule: str = "default"
+    target: str = "host"
+    strict_float: bool = True
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise InvalidOption("halide", "schedule", self.schedule, " or ".join(SCHEDULES))
+        try:
+            hl.Target(self._base_target())
+        except Exception as err:  # Halide reports a bad target string as a generic error
+            raise InvalidOption("halide", "target", self.target, "a Halide target") from err
+
+    def _base_target(self) -> str:
+        return "host" if self.target == "host" else self.target
+
+    def halide_target(self) -> hl.Target:
+        """The JIT target: the host (or `target`), with strict IEEE floats unless disabled."""
+        base = hl.get_jit_target_from_environment() if self.target == "host" else hl.Target(
+            self.target
+        )
+        return base.with_feature(hl.TargetFeature.StrictFloat) if self.strict_float else base
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, Any]) -> HalideOptions:
+        """Build from a compile-options mapping, refusing unknown keys."""
+        known = {"schedule": "schedule", "halide_schedule": "schedule", "target": "target",
+                 "halide_target": "target", "strict_float": "strict_float"}
+        values: dict[str, Any] = {}
+        for key, value in options.items():
+            if key not in known:
+                raise InvalidOption("halide", key, value, f"one of {sorted(known)}")
+            values[known[key]] = value
+        return cls(**values)
+
+
+class HalideBackend(KernelBackend):
+    """Fused kernels as Halide pipelines, JIT-compiled for the host through the halide package."""
+
+    name: ClassVar[str] = "halide"
+    caps: ClassVar[Capabilities] = Capabilities(devices=frozenset({"cpu"}), dtypes=DTYPES)
+    ops_cls: ClassVar[type] = HalideOps
+
+    def __init__(self, options: HalideOptions | None = None) -> None:
+        self.options = options or HalideOptions()
+
+    def codegen(self, spec: KernelSpec) -> KernelSource:
+        return KernelSource(spec.name, self.name, generate(spec, self.options.schedule))
+
+    def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
+        return {src.name: self._load_one(src) for src in sources}
+
+    def _key(self, source: KernelSource) -> dict[str, str]:
+        return {
+            "source": source.source,
+            "halide": str(getattr(hl, "__version__", "")),
+            "polyduct_halide": polyduct_halide.__version__,
+            "target": str(self.options.halide_target()),
+            "torch": torch.__version__,
+        }
+
+    def _load_one(self, source: KernelSource) -> KernelFn:
+        key = self._key(source)
+        digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()
+        memo = (digest, key["target"])
+        if memo in _COMPILED:
+            return _COMPILED[memo]
+        entry = default_cache().entry("halide", key, _writer(source.source))
+        path = entry / _SOURCE_FILE
+        module = import_module_file(path, f"polyduct_halide_pipeline_{digest[:24]}")
+        try:
+            compiled = module.build(self.options.halide_target())
+        except Exception as err:  # Halide raises HalideError or RuntimeError from its bindings
+            raise KernelCompileError(
+                self.name, source.name, str(path), f"{type(err).__name__}: {err}\n"
+                f"pipeline:\n{source.source}"
+            ) from err
+        kernel = make_kernel(module, compiled, self.name)
+        _COMPILED[memo] = kernel
+        return kernel
+
+
+def _writer(text: str) -> Any:
+    def write(directory: Path) -> None:
+        (directory / _SOURCE_FILE).write_text(text)
+
+    return write
+
+
+def factory(options: Mapping[str, Any]) -> HalideBackend:
+    """Build the backend from compile options (see `HalideOptions.from_mapping`)."""
+    return HalideBackend(HalideOptions.from_mapping(options))

@@ -1,0 +1,175 @@
+"""KernelSpec -> Python source of a module that builds the kernel's Halide pipeline.
+
+The module defines `build(target)` returning a compiled `hl.Callable`, plus the data the launcher
+needs (`ARGS`, `SIZES`, `OUTPUTS`, `CHECKS`). Each stage body becomes nested functions of the index
+variables; outputs are written by scatter updates over an RDom of the stage's iteration space.
+"""
+
+from __future__ import annotations
+
+from polyduct.codegen import IndentedBuffer, string_literal
+from polyduct.indexing import index_vars
+from polyduct.kernel import KernelSpec
+
+from polyduct_halide.ops import HalideOps
+from polyduct_halide.trace import KernelTrace, StageTrace
+from polyduct_halide.values import compute_type, dtype_name, storage_type
+
+
+def trace_kernel(spec: KernelSpec) -> KernelTrace:
+    """Run every stage body of `spec` on a fresh `HalideOps`."""
+    trace = KernelTrace(spec)
+    ops = HalideOps(trace)
+    xs = index_vars("x", len(spec.ranges))
+    rs = index_vars("r", len(spec.reduction_ranges))
+    for stage in spec.stages:
+        trace.begin(stage.kind)
+        stage.body(ops, xs, () if stage.kind == "outer" else rs)
+    return trace
+
+
+def generate(spec: KernelSpec, schedule: str) -> str:
+    """The pipeline module's source for `spec` under `schedule` (deterministic)."""
+    trace = trace_kernel(spec)
+    out = IndentedBuffer()
+    _header(out, spec, trace, schedule)
+    out.line("def build(target):")
+    with out.indent():
+        _params(out, spec, trace)
+        for number, stage in enumerate(trace.stages):
+            _stage(out, spec, stage, number)
+        outputs = ", ".join(f"{a}_out" for a in _outputs(spec, trace))
+        params = ", ".join(_input_args(spec) + [trace.names[s.name] for s in spec.size_args])
+        out.line(
+            f"return _rt.finish(KERNEL, SCHEDULE, target, [{params}], [{outputs}], SCHED, xv, XR)"
+        )
+    return out.getvalue()
+
+
+def _outputs(spec: KernelSpec, trace: KernelTrace) -> list[str]:
+    written = {f.removesuffix("_out") for st in trace.stages for f in st.stores}
+    written |= {arg for st in trace.stages for arg, *_ in st.reduction_stores}
+    return [trace.names[b.name] for b in spec.args if trace.names[b.name] in written]
+
+
+def _input_args(spec: KernelSpec) -> list[str]:
+    names = spec.arg_names()
+    return [names[b.name] for b in spec.args if b.role in ("in", "inout")]
+
+
+def _header(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace, schedule: str) -> None:
+    names = trace.names
+    out.line(f'"""Halide pipeline of kernel {string_literal(spec.name)} (polyduct-halide)."""')
+    out.lines(["import halide as hl", "", "from polyduct_halide import hlmath as _m",
+               "from polyduct_halide import runtime as _rt", ""])
+    out.line(f"KERNEL = {string_literal(spec.name)}")
+    out.line(f"SCHEDULE = {string_literal(schedule)}")
+    args = ", ".join(
+        f"({string_literal(names[b.name])}, {string_literal(b.name)}, "
+        f"{string_literal(b.role)}, {string_literal(dtype_name(b.dtype))})"
+        for b in spec.args
+    )
+    out.line(f"ARGS = ({args}{',' if spec.args else ''})")
+    sizes = ", ".join(string_literal(names[s.name]) for s in spec.size_args)
+    out.line(f"SIZES = ({sizes}{',' if spec.size_args else ''})")
+    outputs = ", ".join(string_literal(a) for a in _outputs(spec, trace))
+    out.line(f"OUTPUTS = ({outputs}{',' if outputs else ''})")
+    checks = ", ".join(
+        f"({string_literal(c.buffer)}, {string_literal(c.message)})" for c in trace.checks
+    )
+    out.line(f"CHECKS = ({checks}{',' if trace.checks else ''})")
+    out.lines(["", ""])
+
+
+def _params(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace) -> None:
+    names = trace.names
+    for buf in spec.args:
+        arg = names[buf.name]
+        if buf.role in ("in", "inout"):
+            out.line(f"{arg} = hl.ImageParam({storage_type(buf.dtype)}, 1, {string_literal(arg)})")
+        if buf.role in ("out", "inout"):
+            out.line(
+                f"{arg}_out = _rt.output({string_literal(arg + '_out')}, "
+                f"{storage_type(buf.dtype)})"
+            )
+    for sym in spec.size_args:
+        out.line(f"{names[sym.name]} = hl.Param(hl.Int(32), {string_literal(names[sym.name])})")
+    out.line(f"XR = [{', '.join(trace.expr(r) for r in spec.ranges)}]")
+    out.line(f"RR = [{', '.join(trace.expr(r) for r in spec.reduction_ranges)}]")
+    xvars = ", ".join(f'hl.Var("x{i}")' for i in range(len(spec.ranges)))
+    out.line(f"xv = [{xvars}]")
+    out.line('pv = hl.Var("p")')
+    out.line("SCHED = []")
+
+
+def _signature(spec: KernelSpec, with_r: bool) -> str:
+    xs = [f"x{i}" for i in range(len(spec.ranges))]
+    rs = [f"r{i}" for i in range(len(spec.reduction_ranges))] if with_r else []
+    return ", ".join(xs + rs)
+
+
+def _function(out: IndentedBuffer, name: str, sig: str, lines: list[str], ret: str) -> None:
+    out.line(f"def {name}({sig}):")
+    with out.indent():
+        out.lines(lines or [])
+        out.line(f"return {ret}")
+
+
+def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int) -> None:
+    out.line(f"# stage {number}: {stage.kind}")
+    with_r = stage.kind != "outer"
+    sig = _signature(spec, True)
+    for red in stage.reductions:
+        _function(out, f"_{red.name}", sig, red.lines, f"({', '.join(red.values)},)")
+        out.line(f"{red.name}_dom, {red.name}_r = _rt.rdom({string_literal(red.name)}, RR)")
+        out.line(
+            f"{red.name}, _ = _rt.reduction({string_literal(red.name)}, xv, "
+            f"_{red.name}(*xv, *{red.name}_r), {string_literal(red.rtype)}, "
+            f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)})"
+        )
+        out.line(f"SCHED.append(('func', {red.name}))")
+    for col in stage.collectives:
+        _function(out, f"_{col.name}", sig, col.lines, f"({', '.join(col.values)},)")
+        at = f"_{col.name}(*xv, *_rt.unflatten(pv, RR))"
+        if col.kind == "scan":
+            _function(out, f"_{col.name}_combine", "a, b", col.combine[:-1],
+                      col.combine[-1].removeprefix("return "))
+            call = f"_rt.scan({string_literal(col.name)}, xv, pv, {at}, _{col.name}_combine, "
+            out.line(f"{col.name} = {call}_rt.total(RR))")
+        else:
+            call = f"_rt.sort({string_literal(col.name)}, xv, pv, {at}, _rt.total(RR), "
+            out.line(f"{col.name} = {call}{col.descending})")
+        out.line(f"SCHED.append(('func', {col.name}))")
+    if stage.stores:
+        _function(out, f"_s{number}", sig if with_r else _signature(spec, False),
+                  ["S = []", *stage.em.lines], "S")
+        space = "XR + RR" if with_r else "XR"
+        _scatter(out, f"_s{number}", space, number)
+    if stage.reduction_stores:
+        _reduction_stores(out, spec, stage, number)
+
+
+def _scatter(out: IndentedBuffer, fn: str, space: str, number: int) -> None:
+    out.line(f"dom{number}, rv{number} = _rt.rdom('s{number}', {space})")
+    out.line(f"for func, index, value, atomic in {fn}(*rv{number}):")
+    with out.indent():
+        out.line("_rt.scatter(func, index, value, atomic)")
+        out.line(f"SCHED.append(('scatter', func, rv{number}, atomic))")
+
+
+def _reduction_stores(
+    out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
+) -> None:
+    trace_lines = ["S = []"]
+    for arg, index, ref, dtype in stage.reduction_stores:
+        idx = f"hl.unsafe_promise_clamped({_printer_expr(spec, index)}, 0, " \
+              f"{arg}_out.output_buffer().dim(0).extent() - 1)"
+        trace_lines.append(
+            f"S.append(({arg}_out, {idx}, _m.encode({ref}, {string_literal(dtype_name(dtype))}), False))"
+        )
+    _function(out, f"_rs{number}", _signature(spec, False), trace_lines, "S")
+    _scatter(out, f"_rs{number}", "XR", 1000 + number)
+
+
+def _printer_expr(spec: KernelSpec, index: object) -> str:
+    return KernelTrace(spec).expr(index)  # type: ignore[arg-type]

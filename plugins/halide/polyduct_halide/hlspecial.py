@@ -1,0 +1,97 @@
+"""Special functions as Halide expressions, evaluated in float64 and rounded to the input type.
+
+Series and continued fractions are unrolled to a fixed number of terms (Halide expressions have no
+loops); term counts are chosen for full float64 accuracy over the ranges each branch serves.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import halide as hl
+
+E = Any
+F64 = hl.Float(64)
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def ex(x: E) -> hl.Expr:
+    """`x` (Expr, Var, RVar, FuncRef, Param or number) as an `hl.Expr`."""
+    return x if isinstance(x, hl.Expr) else hl.Expr(x)
+
+
+def c(x: E, value: float) -> E:
+    """`value` as a constant of x's type."""
+    return hl.cast(ex(x).type(), value)
+
+
+def is_float(x: E) -> bool:
+    """Whether x is a floating-point expression."""
+    t = ex(x).type()
+    return bool(t.is_float() or t.is_bfloat())
+
+
+def w64(x: E) -> E:
+    """x widened to float64."""
+    return hl.cast(F64, x)
+
+
+def back(x: E, value: E) -> E:
+    """float64 `value` rounded to x's type."""
+    return hl.cast(ex(x).type(), value)
+
+
+def _erf_series(x: E) -> E:
+    # erf(x) = 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (1*3*...*(2n+1)); positive terms only.
+    x2 = x * x
+    term, acc = x, x
+    for n in range(1, 90):
+        term = term * (2.0 * x2) / (2.0 * n + 1.0)
+        acc = acc + term
+    return acc * hl.exp(-x2) * (2.0 / _SQRT_PI)
+
+
+def _erfc_cf(x: E) -> E:
+    # sqrt(pi) exp(x^2) erfc(x) = 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), for x >= 2.
+    tail = x
+    for k in range(120, 0, -1):
+        tail = x + (k / 2.0) / tail
+    return 1.0 / tail / _SQRT_PI
+
+
+def erf64(x: E) -> E:
+    """erf of a float64 expression."""
+    ax = hl.abs(x)
+    small = _erf_series(hl.min(ax, 3.0))
+    big = 1.0 - _erfc_cf(hl.max(ax, 3.0)) * hl.exp(-ax * ax)
+    mag = hl.select(ax < 3.0, small, big)
+    return hl.select(hl.is_nan(x), x, hl.select(x < 0.0, -mag, mag))
+
+
+def erfc64(x: E) -> E:
+    """erfc of a float64 expression."""
+    big = _erfc_cf(hl.max(x, 2.0)) * hl.exp(-x * x)
+    return hl.select(x >= 2.0, big, 1.0 - erf64(hl.min(x, 2.0)))
+
+
+def erfcx64(x: E) -> E:
+    """exp(x^2) erfc(x) of a float64 expression."""
+    big = _erfc_cf(hl.max(x, 2.0))
+    mid = hl.exp(x * x) * erfc64(hl.min(x, 2.0))
+    return hl.select(x >= 2.0, big, mid)
+
+
+def erf(x: E) -> E:
+    """Error function."""
+    return back(x, erf64(w64(x)))
+
+
+def erfc(x: E) -> E:
+    """Complementary error function."""
+    return back(x, erfc64(w64(x)))
+
+
+def erfcx(x: E) -> E:
+    """Scaled complementary error function."""
+    return back(x, erfcx64(w64(x)))

@@ -1,0 +1,67 @@
+"""Calling compiled pipelines on torch tensors: zero-copy buffers and error translation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+import halide as hl
+import torch
+from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
+
+from polyduct_halide.trace import CHECK_MAGIC
+
+_VIEW = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}
+
+
+def as_buffer(tensor: torch.Tensor) -> hl.Buffer:
+    """A 1-D Halide buffer over the memory `tensor` addresses from its first element (no copy)."""
+    extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    flat = torch.as_strided(tensor.detach(), (extent,), (1,))
+    view = _VIEW.get(tensor.dtype)
+    return hl.Buffer((flat.view(view) if view is not None else flat).numpy())
+
+
+def _empty(dtype: torch.dtype) -> hl.Buffer:
+    view = _VIEW.get(dtype, dtype)
+    return hl.Buffer(torch.zeros(1, dtype=view).numpy())
+
+
+def _buffer(tensor: torch.Tensor) -> hl.Buffer:
+    return _empty(tensor.dtype) if tensor.numel() == 0 else as_buffer(tensor)
+
+
+def _translate(module: ModuleType, backend: str, error: Exception) -> Exception:
+    text = str(error)
+    match = re.search(rf"\b{CHECK_MAGIC} (-?\d+) (-?\d+) (-?\d+)", text)
+    if match is None:
+        return KernelCompileError(backend, module.KERNEL, str(module.__file__), f"run time: {text}")
+    buffer, message = module.CHECKS[int(match.group(1))]
+    if message:
+        return KernelAssertError(module.KERNEL, backend, message)
+    return KernelIndexError(module.KERNEL, buffer, int(match.group(2)), int(match.group(3)))
+
+
+def make_kernel(
+    module: ModuleType, compiled: Callable[..., Any], backend: str
+) -> Callable[..., None]:
+    """The kernel callable `kernel(*tensors, *sizes)` for a built pipeline module."""
+    args: Sequence[tuple[str, str, str, str]] = module.ARGS
+    n_tensors = len(args)
+    inputs = [i for i, a in enumerate(args) if a[2] in ("in", "inout")]
+    slot = {a[0]: i for i, a in enumerate(args)}
+    outputs = [slot[name] for name in module.OUTPUTS]
+
+    def kernel(*call_args: Any) -> None:
+        tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
+        bufs = [_buffer(t) for t in tensors]
+        try:
+            compiled(*(bufs[i] for i in inputs), *(int(s) for s in sizes),
+                     *(bufs[i] for i in outputs))
+        except hl.HalideError as error:
+            raise _translate(module, backend, error) from None
+
+    kernel.__name__ = str(module.KERNEL)
+    return kernel

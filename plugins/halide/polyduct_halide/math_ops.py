@@ -1,0 +1,333 @@
+"""Elementwise ops as Halide expressions (source text of the Halide Python API).
+
+Ops that Halide lacks or gets wrong for torch's semantics (special functions, NaN-propagating
+max/min, Python-style integer division, shifts past the width) call `_m.<fn>` from
+`polyduct_halide.hlmath`, which the generated module imports.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, HVal, bits, compute_type
+
+BOOL = torch.bool
+
+
+class HalideElementwiseOps:
+    """Arithmetic, comparisons, bitwise and elementwise math; needs an `em` Emitter."""
+
+    em: Emitter
+
+    def _u(self, fmt: str, x: HVal, dtype: torch.dtype | None = None) -> HVal:
+        return self.em.emit(fmt.format(x=x), dtype or x.dtype)
+
+    def _b(self, fmt: str, a: HVal, b: HVal, dtype: torch.dtype | None = None) -> HVal:
+        return self.em.emit(fmt.format(a=a, b=b), dtype or a.dtype)
+
+    def _m(self, fn: str, *xs: HVal) -> HVal:
+        return self.em.emit(f"_m.{fn}({', '.join(x.code for x in xs)})", xs[0].dtype)
+
+    # arithmetic
+    def add(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} | {b}" if x0.dtype == BOOL else "{a} + {b}", x0, x1)
+
+    def sub(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} != {b}" if x0.dtype == BOOL else "{a} - {b}", x0, x1)
+
+    def mul(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} & {b}" if x0.dtype == BOOL else "{a} * {b}", x0, x1)
+
+    def mul_rn(self, x: HVal, y: HVal) -> HVal:
+        return self._b("_m.mul_rn({a}, {b})", x, y)
+
+    def neg(self, x0: HVal) -> HVal:
+        return self._u("{x}" if x0.dtype == BOOL else "-{x}", x0)
+
+    def truediv(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} / {b}", x0, x1)
+
+    def div_rn(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} / {b}", x0, x1)
+
+    def int_truediv(self, x0: HVal, x1: HVal) -> HVal:
+        fmt = "hl.cast(hl.Float(32), hl.cast(hl.Float(64), {a}) / hl.cast(hl.Float(64), {b}))"
+        return self._b(fmt, x0, x1, torch.float32)
+
+    def floordiv(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("floordiv", x0, x1)
+
+    def truncdiv(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("hl.div_round_to_zero({a}, {b})", x0, x1)
+
+    def mod(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("fmod" if x0.dtype in FLOATS else "imod", x0, x1)
+
+    def fmod(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("fmod", x0, x1)
+
+    def remainder(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("remainder", x0, x1)
+
+    def fma(self, x: HVal, y: HVal, z: HVal) -> HVal:
+        return self._m("fma", x, y, z)
+
+    def abs(self, x0: HVal) -> HVal:
+        if x0.dtype in FLOATS:
+            return self._u("hl.abs({x})", x0)
+        if x0.dtype in SIGNED:
+            return self._u(f"hl.cast({compute_type(x0.dtype)}, hl.abs({{x}}))", x0)
+        return self._u("{x}", x0)
+
+    def square(self, x0: HVal) -> HVal:
+        return self.mul(x0, x0)
+
+    def reciprocal(self, x0: HVal) -> HVal:
+        return self._u("hl.cast({x}.type(), 1) / {x}", x0)
+
+    def rsqrt(self, x0: HVal) -> HVal:
+        return self._u("hl.cast({x}.type(), 1) / hl.sqrt({x})", x0)
+
+    def relu(self, x0: HVal) -> HVal:
+        if x0.dtype == BOOL:
+            return self._u("{x}", x0)
+        return self._u("hl.select({x} < 0, hl.cast({x}.type(), 0), {x})", x0)
+
+    def sign(self, x0: HVal) -> HVal:
+        return self._m("sign", x0) if x0.dtype != BOOL else self._u("{x}", x0)
+
+    def maximum(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.maximum({a}, {b})", x0, x1)
+
+    def minimum(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.minimum({a}, {b})", x0, x1)
+
+    def pow(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("fpow" if x0.dtype in FLOATS else "ipow", x0, x1)
+
+    def hypot(self, x0: HVal, x1: HVal) -> HVal:
+        return self._m("hypot", x0, x1)
+
+    def atan2(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("hl.atan2({a}, {b})", x0, x1)
+
+    def copysign(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("hl.select(_m.signbit({b}), -hl.abs({a}), hl.abs({a}))", x0, x1)
+
+    def nextafter(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b(f"_m.nextafter({{a}}, {{b}}, {bits(x0.dtype)}, {_is_bf16(x0)})", x0, x1)
+
+    def ldexp(self, x0: HVal, n: HVal) -> HVal:
+        return self._b("_m.ldexp({a}, {b})", x0, n)
+
+    def frexp(self, x0: HVal) -> tuple[HVal, HVal]:
+        pair = self.em.emit(f"_m.frexp({x0})", x0.dtype)
+        return (
+            self.em.emit(f"{pair}[0]", x0.dtype),
+            self.em.emit(f"{pair}[1]", torch.int32),
+        )
+
+    # unary float math that Halide has
+    def exp(self, x0: HVal) -> HVal:
+        return self._u("hl.exp({x})", x0)
+
+    def exp2(self, x0: HVal) -> HVal:
+        return self._u("hl.pow(hl.cast({x}.type(), 2), {x})", x0)
+
+    def log(self, x0: HVal) -> HVal:
+        return self._u("hl.log({x})", x0)
+
+    def log2(self, x0: HVal) -> HVal:
+        return self._m("log2", x0)
+
+    def log10(self, x0: HVal) -> HVal:
+        return self._m("log10", x0)
+
+    def sqrt(self, x0: HVal) -> HVal:
+        return self._u("hl.sqrt({x})", x0)
+
+    def sin(self, x0: HVal) -> HVal:
+        return self._u("hl.sin({x})", x0)
+
+    def cos(self, x0: HVal) -> HVal:
+        return self._u("hl.cos({x})", x0)
+
+    def tan(self, x0: HVal) -> HVal:
+        return self._u("hl.tan({x})", x0)
+
+    def asin(self, x0: HVal) -> HVal:
+        return self._u("hl.asin({x})", x0)
+
+    def acos(self, x0: HVal) -> HVal:
+        return self._u("hl.acos({x})", x0)
+
+    def atan(self, x0: HVal) -> HVal:
+        return self._u("hl.atan({x})", x0)
+
+    def sinh(self, x0: HVal) -> HVal:
+        return self._u("hl.sinh({x})", x0)
+
+    def cosh(self, x0: HVal) -> HVal:
+        return self._u("hl.cosh({x})", x0)
+
+    def tanh(self, x0: HVal) -> HVal:
+        return self._u("hl.tanh({x})", x0)
+
+    def asinh(self, x0: HVal) -> HVal:
+        return self._u("hl.asinh({x})", x0)
+
+    def acosh(self, x0: HVal) -> HVal:
+        return self._u("hl.acosh({x})", x0)
+
+    def atanh(self, x0: HVal) -> HVal:
+        return self._u("hl.atanh({x})", x0)
+
+    def floor(self, x0: HVal) -> HVal:
+        return self._u("hl.floor({x})", x0)
+
+    def ceil(self, x0: HVal) -> HVal:
+        return self._u("hl.ceil({x})", x0)
+
+    def trunc(self, x0: HVal) -> HVal:
+        return self._u("hl.trunc({x})", x0)
+
+    def round(self, x0: HVal) -> HVal:
+        return self._u("hl.round({x})", x0)
+
+    def sigmoid(self, x0: HVal) -> HVal:
+        return self._u("_m.sigmoid({x})", x0)
+
+    def expm1(self, x0: HVal) -> HVal:
+        return self._m("expm1", x0)
+
+    def log1p(self, x0: HVal) -> HVal:
+        return self._m("log1p", x0)
+
+    def erf(self, x0: HVal) -> HVal:
+        return self._m("erf", x0)
+
+    def erfc(self, x0: HVal) -> HVal:
+        return self._m("erfc", x0)
+
+    # comparisons
+    def eq(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} == {b}", x0, x1, BOOL)
+
+    def ne(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} != {b}", x0, x1, BOOL)
+
+    def lt(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b(_bool_cmp(x0, "<"), x0, x1, BOOL)
+
+    def le(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b(_bool_cmp(x0, "<="), x0, x1, BOOL)
+
+    def gt(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b(_bool_cmp(x0, ">"), x0, x1, BOOL)
+
+    def ge(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b(_bool_cmp(x0, ">="), x0, x1, BOOL)
+
+    def isnan(self, x0: HVal) -> HVal:
+        return self._u("hl.is_nan({x})", x0, BOOL)
+
+    def isinf(self, x0: HVal) -> HVal:
+        return self._u("hl.is_inf({x})", x0, BOOL)
+
+    def signbit(self, x0: HVal) -> HVal:
+        return self._u("_m.signbit({x})", x0, BOOL)
+
+    # bitwise and logical
+    def bitwise_and(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} & {b}", x0, x1)
+
+    def bitwise_or(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} | {b}", x0, x1)
+
+    def bitwise_xor(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("{a} != {b}" if x0.dtype == BOOL else "{a} ^ {b}", x0, x1)
+
+    def bitwise_not(self, x0: HVal) -> HVal:
+        return self._u("hl.logical_not({x})" if x0.dtype == BOOL else "~{x}", x0)
+
+    def bitwise_left_shift(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.shl({a}, {b})", x0, x1)
+
+    def bitwise_right_shift(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.shr({a}, {b})", x0, x1)
+
+    def lshift(self, x0: HVal, x1: HVal) -> HVal:
+        return self.bitwise_left_shift(x0, x1)
+
+    def rshift(self, x0: HVal, x1: HVal) -> HVal:
+        return self.bitwise_right_shift(x0, x1)
+
+    def logical_and(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.truth({a}) & _m.truth({b})", x0, x1, BOOL)
+
+    def logical_or(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.truth({a}) | _m.truth({b})", x0, x1, BOOL)
+
+    def logical_xor(self, x0: HVal, x1: HVal) -> HVal:
+        return self._b("_m.truth({a}) != _m.truth({b})", x0, x1, BOOL)
+
+    def logical_not(self, x0: HVal) -> HVal:
+        return self._u("hl.logical_not(_m.truth({x}))", x0, BOOL)
+
+    def and_(self, x0: HVal, x1: HVal) -> HVal:
+        return self.logical_and(x0, x1)
+
+    def or_(self, x0: HVal, x1: HVal) -> HVal:
+        return self.logical_or(x0, x1)
+
+    def xor(self, x0: HVal, x1: HVal) -> HVal:
+        return self.logical_xor(x0, x1)
+
+    # conversions
+    def to_dtype(
+        self,
+        x: HVal,
+        dtype: torch.dtype,
+        src_dtype: torch.dtype | None = None,
+        use_compute_types: bool = True,
+    ) -> HVal:
+        return self.em.emit(f"_m.convert({x}, {_dt(dtype)})", dtype)
+
+    def to_dtype_bitcast(self, x: HVal, dtype: torch.dtype, src_dtype: torch.dtype) -> HVal:
+        return self.em.emit(f"_m.bitcast({x}, {_dt(dtype)}, {_dt(src_dtype)})", dtype)
+
+    def trunc_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+        return self.em.emit(f"_m.convert(hl.trunc({x}), {_dt(dtype)})", dtype)
+
+    def floor_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+        return self.em.emit(f"_m.convert(hl.floor({x}), {_dt(dtype)})", dtype)
+
+    def ceil_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+        return self.em.emit(f"_m.convert(hl.ceil({x}), {_dt(dtype)})", dtype)
+
+    def round_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+        return self.em.emit(f"_m.convert(hl.round({x}), {_dt(dtype)})", dtype)
+
+    def where(self, condition: HVal, input: HVal, other: HVal) -> HVal:
+        return self.em.emit(f"hl.select({condition}, {input}, {other})", input.dtype)
+
+    def identity(self, x: HVal) -> HVal:
+        return self._u("{x}", x)
+
+
+def _dt(dtype: torch.dtype) -> str:
+    return f'"{str(dtype).removeprefix("torch.")}"'
+
+
+def _is_bf16(x: HVal) -> bool:
+    return x.dtype == torch.bfloat16
+
+
+def _bool_cmp(x: HVal, op: str) -> str:
+    # Halide orders bools only after a cast; False < True as in torch.
+    if x.dtype == BOOL:
+        return f"hl.cast(hl.UInt(8), {{a}}) {op} hl.cast(hl.UInt(8), {{b}})"
+    return f"{{a}} {op} {{b}}"
+
+
+__all__ = ["INTS", "HalideElementwiseOps"]

@@ -1,0 +1,207 @@
+"""Building blocks the generated pipeline modules call: loops, reductions, scans, sorts.
+
+Generated modules (see `codegen.py`) hold the kernel's traced bodies; this module turns them into
+Halide Funcs. Everything here builds Halide IR only; calling compiled pipelines is `launch.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import halide as hl
+
+from polyduct_halide import hlmath as m
+from polyduct_halide.hlspecial import ex
+
+Values = tuple[Any, ...]
+
+
+def rdom(name: str, extents: Sequence[Any]) -> tuple[hl.RDom, list[Any]]:
+    """An RDom over `extents` whose last dimension is innermost; returns it and its vars in order.
+
+    A zero-dimensional domain becomes one iteration with no variables.
+    """
+    if not extents:
+        return hl.RDom([hl.Range(0, 1)], name), []
+    dom = hl.RDom([hl.Range(0, ex(e)) for e in reversed(extents)], name)
+    n = len(extents)
+    return dom, [dom[n - 1 - i] for i in range(n)]
+
+
+def flat(rvars: Sequence[Any], extents: Sequence[Any]) -> Any:
+    """Row-major flat position of `rvars` over `extents`."""
+    pos: Any = ex(0)
+    for var, ext in zip(rvars, extents, strict=True):
+        pos = pos * ex(ext) + var
+    return pos
+
+
+def unflatten(pos: Any, extents: Sequence[Any]) -> list[Any]:
+    """Row-major coordinates of flat position `pos` over `extents`."""
+    coords: list[Any] = []
+    for ext in reversed(extents):
+        coords.append(pos % ex(ext))
+        pos = pos / ex(ext)
+    return list(reversed(coords))
+
+
+def total(extents: Sequence[Any]) -> Any:
+    """Product of `extents`."""
+    out: Any = ex(1)
+    for ext in extents:
+        out = out * ex(ext)
+    return out
+
+
+def tup(values: Sequence[Any]) -> Any:
+    """A Halide Tuple of several values, or the single value itself."""
+    return hl.Tuple(list(values)) if len(values) > 1 else values[0]
+
+
+def elems(ref: Any, n: int) -> list[Any]:
+    """The `n` elements of a Func reference (a Tuple-valued one when n > 1)."""
+    return [ref[i] for i in range(n)] if n > 1 else [ref]
+
+
+def output(name: str, type_: hl.Type) -> hl.Func:
+    """A 1-D output Func over flat memory; points no store writes keep their memory."""
+    func = hl.Func(name)
+    func[hl.Var("i")] = hl.undef(type_)
+    return func
+
+
+def scatter(func: hl.Func, index: Any, value: Any, atomic: bool) -> None:
+    """`func[index] = value` (or `+=` for atomic adds) as an update definition."""
+    if atomic:
+        func[index] = func[index] + value
+    else:
+        func[index] = value
+
+
+def reduction(
+    name: str, xv: list[hl.Var], values: Values, rtype: str, pos: Any, dtype: hl.Type
+) -> tuple[hl.Func, int]:
+    """A Func over `xv` reducing `values` (traced over the RDom) with `rtype`; (func, n_outputs)."""
+    func = hl.Func(name)
+    init, combine, _ = m.REDUCTIONS[rtype]
+    start = init(dtype, values)
+    func[xv] = tup(start)
+    here = elems(func[xv], len(start))
+    func[xv] = tup(combine(here, list(values), pos))
+    return func, len(start)
+
+
+def scan(
+    name: str,
+    xv: list[hl.Var],
+    pv: hl.Var,
+    values: Values,
+    combine: Callable[[Values, Values], Values],
+    extent: Any,
+) -> hl.Func:
+    """Inclusive scan along `pv` (flat reduction position) of `values` (traced at `pv`)."""
+    func = hl.Func(name)
+    n = len(values)
+    func[[*xv, pv]] = tup(values)
+    dom = hl.RDom([hl.Range(1, hl.max(ex(extent) - 1, 0))], f"{name}_r")
+    prev = tuple(elems(func[[*xv, dom.x - 1]], n))
+    here = tuple(elems(func[[*xv, dom.x]], n))
+    func[[*xv, dom.x]] = tup(combine(prev, here))
+    return func
+
+
+def sort(
+    name: str,
+    xv: list[hl.Var],
+    pv: hl.Var,
+    values: Values,
+    extent: Any,
+    descending: bool,
+) -> hl.Func:
+    """Stable sort along `pv` of `values` (traced at `pv`) by the first value, by rank counting.
+
+    O(n^2) per row: each element's rank is the number of elements that sort before it; NaN sorts
+    last ascending and first descending, as in torch.
+    """
+    n = len(values)
+    src = hl.Func(f"{name}_src")
+    src[[*xv, pv]] = tup(values)
+    rank = hl.Func(f"{name}_rank")
+    other = hl.RDom([hl.Range(0, ex(extent))], f"{name}_j")
+    rank[[*xv, pv]] = hl.i32(0)
+    key_j = elems(src[[*xv, other.x]], n)[0]
+    key_p = elems(src[[*xv, pv]], n)[0]
+    before = m.sorts_before(key_j, key_p, descending) | (
+        m.same_key(key_j, key_p) & (other.x < pv)
+    )
+    rank[[*xv, pv]] = rank[[*xv, pv]] + hl.select(before, 1, 0)
+    out = hl.Func(name)
+    out[[*xv, pv]] = tup(values)
+    place = hl.RDom([hl.Range(0, ex(extent))], f"{name}_k")
+    slot = hl.unsafe_promise_clamped(rank[[*xv, place.x]], 0, ex(extent) - 1)
+    out[[*xv, slot]] = tup(elems(src[[*xv, place.x]], n))
+    for func in (src, rank):
+        func.compute_root()
+    return out
+
+
+AUTOSCHEDULERS = {
+    "Adams2019": "autoschedule_adams2019",
+    "Li2018": "autoschedule_li2018",
+    "Mullapudi2016": "autoschedule_mullapudi2016",
+    "Anderson2021": "autoschedule_anderson2021",
+}
+_ESTIMATE = 1024  # extent assumed for symbolic sizes when giving autoschedulers estimates
+
+
+def _default_schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var]) -> None:
+    """compute_root every intermediate, parallel over the outermost loop of every loop nest."""
+    updates: dict[str, int] = {}
+    for entry in sched:
+        if entry[0] == "func":
+            func = entry[1]
+            func.compute_root()
+            if xv:
+                func.parallel(xv[0])
+                for k in range(func.num_update_definitions()):
+                    func.update(k).parallel(xv[0])
+            continue
+        _, func, rvars, atomic = entry
+        k = updates.get(func.name(), 0)
+        updates[func.name()] = k + 1
+        if rvars and not atomic:
+            func.update(k).allow_race_conditions().parallel(rvars[0])
+
+
+def _autoschedule(
+    name: str, pipeline: hl.Pipeline, params: list[Any], outputs: list[hl.Func], target: hl.Target
+) -> None:
+    hl.load_plugin(AUTOSCHEDULERS[name])
+    for param in params:
+        if isinstance(param, hl.ImageParam):
+            param.dim(0).set_estimate(0, _ESTIMATE * _ESTIMATE)
+        else:
+            param.set_estimate(_ESTIMATE)
+    for func in outputs:
+        func.set_estimate(func.args()[0], 0, _ESTIMATE * _ESTIMATE)
+    pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name))
+
+
+def finish(
+    kernel: str,
+    schedule: str,
+    target: hl.Target,
+    params: list[Any],
+    outputs: list[hl.Func],
+    sched: list[tuple[Any, ...]],
+    xv: list[hl.Var],
+    xr: list[Any],
+) -> hl.Callable:
+    """Schedule the pipeline of `outputs` and JIT-compile it; arguments are `params` then outputs."""
+    pipeline = hl.Pipeline(outputs)
+    if schedule == "default":
+        _default_schedule(sched, xv)
+    elif schedule != "none":
+        _autoschedule(schedule, pipeline, params, outputs, target)
+    return pipeline.compile_to_callable(params, target)

@@ -1,0 +1,127 @@
+"""Per-kernel tracing state: what each stage loads, stores, reduces, scans and sorts.
+
+`HalideOps` (ops.py) records into a `KernelTrace` while the scheduler's stage bodies run on it;
+`codegen.py` turns the records into a pipeline module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+from polyduct.indexing import PythonIndexPrinter
+from polyduct.kernel import KernelSpec
+
+from polyduct_halide.values import Emitter, HVal
+
+CHECK_MAGIC = 770417  # marks polyduct's bounds checks in Halide requirement failures
+
+
+@dataclass
+class Reduction:
+    """One `ops.reduction` call: the body lines computing its inputs and how to combine them."""
+
+    name: str
+    lines: list[str]
+    values: list[str]
+    rtype: str
+    dtype: torch.dtype
+
+
+@dataclass
+class Collective:
+    """One `ops.scan` / `ops.sort` call over the reduction dim."""
+
+    name: str
+    kind: str
+    lines: list[str]
+    values: list[str]
+    combine: list[str] = field(default_factory=list)  # scan: body of the combine function
+    descending: bool = False
+
+
+@dataclass
+class StageTrace:
+    """What one stage recorded; `lines` is its whole body."""
+
+    kind: str
+    em: Emitter
+    stores: list[str] = field(default_factory=list)  # "(func, index, value, atomic)" sources
+    reductions: list[Reduction] = field(default_factory=list)
+    collectives: list[Collective] = field(default_factory=list)
+    reduction_stores: list[tuple[str, sympy.Expr, str, torch.dtype]] = field(default_factory=list)
+
+
+@dataclass
+class Check:
+    """A bounds check: which buffer an index is used with, or a device assertion message."""
+
+    buffer: str
+    message: str = ""
+
+
+class _HalidePrinter(PythonIndexPrinter):
+    def __init__(self, names: dict[str, str]) -> None:
+        super().__init__()
+        self._names = names
+
+    def _print_Symbol(self, expr: sympy.Symbol) -> str:
+        return self._names.get(expr.name, expr.name)
+
+
+@dataclass
+class KernelTrace:
+    """Tracing state for one kernel."""
+
+    spec: KernelSpec
+    counter: list[int] = field(default_factory=lambda: [0])
+    stages: list[StageTrace] = field(default_factory=list)
+    locals: dict[str, str] = field(default_factory=dict)  # local buffer -> "func:element"
+    checks: list[Check] = field(default_factory=list)
+    masks: list[str] = field(default_factory=list)
+    indirect: dict[str, tuple[str, str, str, bool]] = field(default_factory=dict)
+    pending: list[tuple[str, int, str]] = field(default_factory=list)  # (cond, check id, args)
+    used_args: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.names = self.spec.arg_names()
+        self._printer = _HalidePrinter(
+            {s.name: self.names[s.name] for s in self.spec.size_args}
+        )
+
+    @property
+    def stage(self) -> StageTrace:
+        """The stage being traced."""
+        return self.stages[-1]
+
+    def begin(self, kind: str) -> StageTrace:
+        """Start tracing a stage of `kind`."""
+        self.stages.append(StageTrace(kind, Emitter(self.counter)))
+        self.pending = []
+        return self.stage
+
+    def expr(self, expr: sympy.Expr) -> str:
+        """Source of a sympy index expression as a Halide Int(32) expression."""
+        return f"_m.ex({self._printer.doprint(sympy.sympify(expr))})"
+
+    def fresh(self, prefix: str) -> str:
+        """A kernel-unique name."""
+        self.counter[0] += 1
+        return f"{prefix}{self.counter[0]}"
+
+    def mask(self) -> str | None:
+        """The conjunction of the enclosing `masked` conditions, if any."""
+        return " & ".join(f"({m})" for m in self.masks) if self.masks else None
+
+    def add_check(self, check: Check) -> int:
+        """Register a bounds check; returns its id."""
+        self.checks.append(check)
+        return len(self.checks) - 1
+
+    def guard(self, value: HVal) -> HVal:
+        """`value` made to depend on the stage's pending check_bounds/device_assert requirements."""
+        out = value.code
+        for cond, cid, args in self.pending:
+            out = f"hl.require({cond}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), {args})"
+        return HVal(out, value.dtype)
