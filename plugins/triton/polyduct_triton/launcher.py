@@ -9,6 +9,7 @@ by the kernel are raised here as `KernelIndexError`.
 from __future__ import annotations
 
 import sympy
+import torch
 
 from polyduct.codegen import string_literal
 from polyduct.indexing import PythonIndexPrinter, product
@@ -103,6 +104,11 @@ def _py(ctx: KernelContext, expr: sympy.Expr) -> str:
     return PythonIndexPrinter().doprint(sympy.sympify(expr).xreplace(ctx.rename))
 
 
+def _arg(dtype: torch.dtype, name: str) -> str:
+    # bfloat16 travels as int16 bits; kernels convert exactly (see prelude._bf16_bits).
+    return f"{name}.view(torch.int16)" if dtype == torch.bfloat16 else name
+
+
 def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
     """Python source of the launcher (module constants, runtime helpers and `launch`)."""
     tensors = [ctx.arg(b.name) for b in spec.args]
@@ -122,7 +128,8 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
         "    if xnumel <= 0:",
         "        return",
         f"    idx64 = max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
-        f"    tensors = ({', '.join(tensors)}{',' if tensors else ''})",
+        f"    tensors = ({', '.join(_arg(b.dtype, t) for b, t in zip(spec.args, tensors))}"
+        f"{',' if tensors else ''})",
         f"    sizes = ({', '.join(sizes)}{',' if sizes else ''})",
     ]
     if ctx.checks:

@@ -42,6 +42,8 @@ class TritonMemoryOps(TritonEmitter):
         expr = f"tl.load({ptr} + ({idx}), {self._mask_for(index, name)}, other=0)"
         if buf.dtype == torch.bool:
             expr = f"({expr} != 0)"
+        elif buf.dtype == torch.bfloat16:  # passed as int16 bits by the launcher
+            expr = f"_bf16_value({expr})"
         elif buf.dtype in LOW_PRECISION:
             expr = f"{expr}.to(tl.float32)"
         return self._v(expr, buf.dtype)
@@ -49,6 +51,8 @@ class TritonMemoryOps(TritonEmitter):
     def _stored(self, value: V, dtype: torch.dtype) -> str:
         if dtype == torch.bool:
             return f"({value} != 0).to(tl.int1)"
+        if dtype == torch.bfloat16:
+            return f"_bf16_bits({self._cast(value, torch.float32)})"
         if value.dtype == torch.bool:
             return f"{value}.to(tl.int8).to({TL_DTYPE[dtype]})"
         return f"{value}.to({TL_DTYPE[dtype]})"
@@ -77,9 +81,7 @@ class TritonMemoryOps(TritonEmitter):
     def _held(self, value: V, dtype: torch.dtype) -> str:
         if dtype == torch.bool:
             return f"({value} != 0)"
-        if dtype in LOW_PRECISION:
-            return f"{value}.to({TL_DTYPE[dtype]}).to(tl.float32)"
-        return f"{value}.to({compute_tl(dtype)})"
+        return self._cast(value, dtype)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
         idx = f"(tl.zeros([1, 1], tl.int64) + ({self.ctx.index(expr)}))"

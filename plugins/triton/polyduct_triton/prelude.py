@@ -6,6 +6,20 @@ from typing import Final
 
 PRELUDE: Final = '''
 @triton.jit
+def _bf16_bits(x):
+    # float32 -> bfloat16 bits, round to nearest even, done on integers: the interpreter's own
+    # bfloat16 conversion flushes subnormals.
+    b = x.to(tl.int32, bitcast=True)
+    r = b + 0x7FFF + ((b >> 16) & 1)
+    r = tl.where(x != x, b | 0x400000, r)
+    return (r >> 16).to(tl.int16)
+
+
+@triton.jit
+def _bf16_value(bits):
+    return (bits.to(tl.int32) << 16).to(tl.float32, bitcast=True)
+
+@triton.jit
 def _prod_combine(a, b):
     return a * b
 

@@ -41,6 +41,8 @@ class TritonEmitter:
             return f"({x} != 0)"
         if x.dtype == B:
             return f"{x}.to({TL_DTYPE[torch.int8]}).to({compute_tl(dtype)})"
+        if dtype == torch.bfloat16:
+            return f"_bf16_value(_bf16_bits({x}.to(tl.float32)))"
         if dtype in LOW_PRECISION:
             return f"{x}.to({TL_DTYPE[dtype]}).to(tl.float32)"
         return f"{x}.to({compute_tl(dtype)})"
@@ -187,7 +189,9 @@ class TritonPrimitiveOps(TritonEmitter):
     def bitwise_right_shift(self, x0: V, x1: V) -> V:
         width = bit_width(x0.dtype)
         big = f"(({x1} >= {width}) | ({x1} < 0))"
-        fill = f"tl.where({x0} < 0, {self._c(-1, x0.dtype)}, {self._c(0, x0.dtype)})"
+        fill = str(self._c(0, x0.dtype))
+        if x0.dtype.is_signed:
+            fill = f"tl.where({x0} < 0, {self._c(-1, x0.dtype)}, {fill})"
         return self._v(f"tl.where({big}, {fill}, {x0} >> {x1})", x0.dtype)
 
     lshift = bitwise_left_shift
@@ -233,8 +237,12 @@ class TritonPrimitiveOps(TritonEmitter):
 
     def to_dtype_bitcast(self, x: V, dtype: torch.dtype, src_dtype: torch.dtype) -> V:
         src = f"{x}.to({TL_DTYPE[src_dtype]})" if src_dtype in LOW_PRECISION else str(x)
+        if src_dtype == torch.bfloat16:
+            src = f"_bf16_bits({x})"
         out = f"{src}.to({TL_DTYPE[dtype]}, bitcast=True)"
-        if dtype in LOW_PRECISION:
+        if dtype == torch.bfloat16:
+            out = f"_bf16_value({src}.to(tl.int16, bitcast=True))"
+        elif dtype in LOW_PRECISION:
             out = f"{out}.to(tl.float32)"
         return self._v(out, dtype)
 
