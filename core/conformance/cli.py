@@ -8,6 +8,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from polyduct.conformance.backends import resolve_backend
 from polyduct.conformance.html import write_html
 from polyduct.conformance.report import (
     backend_text, summary_line, table_text, write_json, write_junit,
@@ -22,7 +23,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the `conformance` subcommand on `subparsers` (from `polyduct.cli`)."""
     p = subparsers.add_parser("conformance", help="op-set conformance matrix of kernel backends")
     p.add_argument("--backend", action="append", default=[],
-                   help="kernel backend to test (repeatable; default: every installed one)")
+                   help="kernel backend to test: installed name or module:Class "
+                   "(repeatable; default: every installed one)")
     p.add_argument("--wrapper", default="python",
                    help="wrapper backend running the kernels ('none': call backend.load directly)")
     p.add_argument("--ops", help="regular expression selecting op names")
@@ -48,12 +50,12 @@ def _say(text: str) -> None:
 
 
 def run_named(name: str, wrapper_name: str, selection: Selection) -> BackendReport:
-    """Build backend `name` (and the wrapper) from the installed plugins and run the suite."""
+    """Build backend `name` (installed, or `module:attr`) and the wrapper, and run the suite."""
     from polyduct.plugins import load
 
     plugins = load()
     try:
-        backend = plugins.kernel_backend(name)
+        name, backend = resolve_backend(name)
         wrapper = None if wrapper_name == "none" else plugins.wrapper_backend(wrapper_name)
     except Exception as exc:
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
