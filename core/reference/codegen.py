@@ -51,8 +51,8 @@ def _prologue(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
     args = spec.arg_names()
     tensors = [args[b.name] for b in spec.args]
     device = f"{tensors[0]}.device" if tensors else f"torch.device({string_literal(spec.device)})"
-    outer = [ops.index(r) for r in spec.ranges]
-    rsize = ops.index(product(spec.reduction_ranges))
+    outer = [ops._render_index(r) for r in spec.ranges]
+    rsize = ops._render_index(product(spec.reduction_ranges))
     lines = [
         f"DEVICE = {device}",
         f"OUTER = ({''.join(o + ', ' for o in outer)})",
@@ -60,7 +60,7 @@ def _prologue(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
         f"*xs, {flat_r} = rm.index_vars(SHAPE, DEVICE)",
     ]
     for buf in spec.args:
-        lines.append(f"{args[buf.name]}_flat = rm.flat({args[buf.name]}, {ops.index(buf.numel)})")
+        lines.append(f"{args[buf.name]}_flat = rm.flat({args[buf.name]}, {ops._render_index(buf.numel)})")
     return lines
 
 
@@ -82,7 +82,7 @@ def _index_lines(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
         flat = sympy.Symbol(flat_r, integer=True, nonnegative=True)
         ops.names.symbols[flat] = flat_r
         for i, coord in enumerate(unflatten(flat, spec.reduction_ranges)):
-            lines.append(f"r{i} = {ops.index(coord)}")
+            lines.append(f"r{i} = {ops._render_index(coord)}")
     return lines
 
 

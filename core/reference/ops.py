@@ -76,7 +76,7 @@ class ReferenceOps(ReferenceMathOps):
     def _mask(self) -> str:
         return self._masks[-1] if self._masks else "None"
 
-    def index(self, expr: sympy.Expr | int, op: str = "index") -> str:
+    def _render_index(self, expr: sympy.Expr | int, op: str = "index") -> str:
         """Source of an index expression; every free symbol must be known to this kernel."""
         expr = sympy.sympify(expr)
         unknown = [s for s in expr.free_symbols if s not in self.names.symbols]
@@ -120,7 +120,7 @@ class ReferenceOps(ReferenceMathOps):
             return var
         self._check_indirect(index, name)
         return self._emit(
-            f"rm.load({var}, {self.index(index, 'load')}, {self._mask()})", reuse=False
+            f"rm.load({var}, {self._render_index(index, 'load')}, {self._mask()})", reuse=False
         )
 
     def store(self, name: str, index: sympy.Expr, value: V, mode: StoreMode = None) -> None:
@@ -132,7 +132,7 @@ class ReferenceOps(ReferenceMathOps):
         else:
             self._check_indirect(index, name)
             self.buffer.line(
-                f"rm.store({var}, {self.index(index, 'store')}, {value}, {self._mask()}, "
+                f"rm.store({var}, {self._render_index(index, 'store')}, {value}, {self._mask()}, "
                 f"{'None' if mode is None else string_literal(mode)})"
             )
         self.cse.invalidate()
@@ -151,11 +151,11 @@ class ReferenceOps(ReferenceMathOps):
         sorter: tuple[str, sympy.Expr] | None = None,
         sorter_indices: V | None = None,
     ) -> V:
-        sizes = ", ".join(self.index(e) for e in boundaries[1:])
+        sizes = ", ".join(self._render_index(e) for e in boundaries[1:])
         bounds = f"({self._buffer('bucketize', boundaries[0])}, {sizes})"
         sort = "None"
         if sorter is not None:
-            sort = f"({self._buffer('bucketize', sorter[0])}, {self.index(sorter[1])})"
+            sort = f"({self._buffer('bucketize', sorter[0])}, {self._render_index(sorter[1])})"
         return self._emit(
             f"rm.bucketize({values}, {bounds}, {boundary_indices}, {dtype_code(indexing_dtype)}, "
             f"{literal(bool(right))}, {sort}, {arg_code(sorter_indices)})"
@@ -163,22 +163,22 @@ class ReferenceOps(ReferenceMathOps):
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
         self.buffer.line(
-            f"rm.check_bounds(KERNEL, {self.index(expr)}, {self.index(size)}, "
+            f"rm.check_bounds(KERNEL, {self._render_index(expr)}, {self._render_index(size)}, "
             f"{literal(bool(lower))}, {literal(bool(upper))}, {self._mask()})"
         )
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
-        return self._emit(f"rm.as_value({self.index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        return self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
 
     def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
-        return self._emit(f"rm.as_value({self.index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        return self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
 
     def indirect_indexing(
         self, x: V, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
     ) -> sympy.Expr:
         sym = sympy.Symbol(f"ind{len(self._indirect)}", integer=True)
         var = self.cse.new_name()
-        size_code = self.index(size)
+        size_code = self._render_index(size)
         self.buffer.line(
             f"{var} = rm.indirect({x}, {size_code}, {literal(bool(wrap_neg))}, {self._mask()})"
         )
