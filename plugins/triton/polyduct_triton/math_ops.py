@@ -34,7 +34,7 @@ class MathDecompositions:
         u = self.add(x0, self._k(1.0, x0))
         kahan = self.truediv(self.mul(self.log(u), x0), self.sub(u, self._k(1.0, x0)))
         out = self.where(self.eq(u, self._k(1.0, x0)), x0, kahan)
-        return self.where(self.isinf(u), self.log(u), out)
+        return self.where(self.gt(x0, self._k(2.0**60, x0)), self.log(x0), out)
 
     def log10(self, x0: V) -> V:
         return self.truediv(self.log(x0), self._k(math.log(10.0), x0))
@@ -60,14 +60,17 @@ class MathDecompositions:
         a = self.abs(x0)
         e = self.expm1(a)
         small = self.mul(self.add(e, self.truediv(e, self.add(e, self._k(1.0, a)))), self._k(0.5, a))
-        big = self.gt(a, self._k(20.0, a))
+        small = self.where(self.isinf(e), e, small)
+        # float32 overflows where torch's float32 sinh/cosh do; float64 keeps the finite range.
+        big = self.gt(a, self._k(20.0 if a.dtype == torch.float64 else math.inf, a))
         return self.copysign(self.where(big, self._exp_half_sq(a), small), x0)
 
     def cosh(self, x0: V) -> V:
         a = self.abs(x0)
         e = self.exp(a)
         small = self.mul(self.add(e, self.truediv(self._k(1.0, a), e)), self._k(0.5, a))
-        return self.where(self.gt(a, self._k(20.0, a)), self._exp_half_sq(a), small)
+        limit = 20.0 if a.dtype == torch.float64 else math.inf
+        return self.where(self.gt(a, self._k(limit, a)), self._exp_half_sq(a), small)
 
     def asinh(self, x0: V) -> V:
         a = self.abs(x0)
@@ -133,7 +136,8 @@ class MathDecompositions:
         # For x > 0.5 use the scaled form exp(-x²)·erfcx(x), avoiding 1 - erf cancellation.
         big = self.gt(x0, self._k(0.5, x0))
         tail = self.mul(self._exp_neg_sq(x0), self.erfcx(x0))
-        return self.where(big, tail, self.sub(self._k(1.0, x0), self.erf(x0)))
+        out = self.where(big, tail, self.sub(self._k(1.0, x0), self.erf(x0)))
+        return self.where(self.gt(x0, self._k(30.0, x0)), self._k(0.0, x0), out)
 
     def _exp_neg_sq(self, x: V) -> V:
         """exp(-x²) with x² split into hi + lo so large x keeps full relative accuracy."""
@@ -160,7 +164,7 @@ class MathDecompositions:
 
     def pow(self, x0: V, x1: V) -> V:
         if not is_float(x0.dtype):
-            return self._v(f"_ipow({x0}, {x1})", x0.dtype)  # type: ignore[attr-defined, no-any-return]
+            return self._v(f"_ipow({x0}, {x1}, {x0.dtype.is_signed})", x0.dtype)  # type: ignore[attr-defined, no-any-return]
         return self._v(f"_fpow({x0}, {x1})", x0.dtype)  # type: ignore[attr-defined, no-any-return]
 
     def frexp(self, x0: V) -> tuple[V, V]:
@@ -174,7 +178,7 @@ class MathDecompositions:
         return V(f"{pair}[0]", x0.dtype), V(f"{pair}[1]", torch.int32)
 
     def nextafter(self, x0: V, x1: V) -> V:
-        bits = TL_DTYPE[BITS[x0.dtype]]
-        store = TL_DTYPE[x0.dtype]
-        expr = f"_nextafter({x0}.to({store}), {x1}.to({store}), {bits})"
-        return self._v(f"{expr}.to(tl.float32)" if x0.dtype in LOW_PRECISION else expr, x0.dtype)  # type: ignore[attr-defined, no-any-return]
+        # float16/bfloat16 step in their float32 compute type, as the reference does.
+        src = torch.float32 if x0.dtype in LOW_PRECISION else x0.dtype
+        expr = f"_nextafter({x0}, {x1}, {TL_DTYPE[BITS[src]]})"
+        return self._v(expr, x0.dtype)  # type: ignore[attr-defined, no-any-return]

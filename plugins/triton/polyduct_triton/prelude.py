@@ -97,7 +97,7 @@ def _rank_gather(values, rank):
 
 MATH_PRELUDE: Final = '''
 @triton.jit
-def _ipow(a, b):
+def _ipow(a, b, signed: tl.constexpr):
     result = tl.zeros_like(a) + 1
     base = a
     e = b
@@ -106,15 +106,17 @@ def _ipow(a, b):
         base = base * base
         e = e >> 1
     # Negative exponents: only 1 and -1 have integer reciprocals.
-    neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0)).to(a.dtype)
-    return tl.where(b < 0, neg, result)
+    if signed:
+        neg = tl.where(a == 1, 1, tl.where(a == -1, tl.where((b & 1) != 0, -1, 1), 0)).to(a.dtype)
+        result = tl.where(b < 0, neg, result)
+    return result
 
 
 @triton.jit
 def _fpow(x, y):
     ax = tl.abs(x)
     yi = tl.floor(y) == y
-    odd = yi & ((y % 2.0) != 0)
+    odd = yi & (tl.abs(y) < 9007199254740992.0) & ((y % 2.0) != 0)
     general = tl.exp(y * tl.log(ax))
     # Small integer exponents by repeated squaring: exact squares stay exact.
     ay = tl.abs(y)

@@ -130,7 +130,7 @@ class TritonPrimitiveOps(TritonEmitter):
             return x0
         one, zero = self._c(1, x0.dtype), self._c(0, x0.dtype)
         if is_float(x0.dtype):
-            inner = f"tl.where({x0} < 0, -{one}, {x0} * {zero})"
+            inner = f"tl.where({x0} < 0, -{one}, {zero})"
             return self._v(f"tl.where({x0} > 0, {one}, {inner})", x0.dtype)
         pos = f"({x0} > 0).to({compute_tl(x0.dtype)})"
         return self._v(f"({pos} - ({x0} < 0).to({compute_tl(x0.dtype)}))", x0.dtype)
