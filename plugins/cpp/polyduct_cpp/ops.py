@@ -54,7 +54,7 @@ class CppOps(SpecialFnOps):
         return self._std("cos", "cos", x0)
 
     def cosh(self, x0: CVal) -> CVal:
-        return self._std("cosh", "cosh", x0)
+        return self._v("cosh", f"pd_cosh({x0})", x0)
 
     def erf(self, x0: CVal) -> CVal:
         return self._std("erf", "erf", x0)
@@ -78,7 +78,7 @@ class CppOps(SpecialFnOps):
         return self._std("fma", "fma", x, y, z)
 
     def fmod(self, x0: CVal, x1: CVal) -> CVal:
-        return self._std("fmod", "fmod", x0, x1)
+        return self._v("fmod", f"pd_mod({x0}, {x1})", x0, x1)
 
     def hypot(self, x0: CVal, x1: CVal) -> CVal:
         return self._std("hypot", "hypot", x0, x1)
@@ -105,7 +105,7 @@ class CppOps(SpecialFnOps):
         return self._std("sin", "sin", x0)
 
     def sinh(self, x0: CVal) -> CVal:
-        return self._std("sinh", "sinh", x0)
+        return self._v("sinh", f"pd_sinh({x0})", x0)
 
     def sqrt(self, x0: CVal) -> CVal:
         return self._std("sqrt", "sqrt", x0)
@@ -137,8 +137,8 @@ class CppOps(SpecialFnOps):
         return self._v("ldexp", f"pd_ldexp({x0}, {self._k.coerce(n, x0.dtype)})", x0, n)
 
     def nextafter(self, x0: CVal, x1: CVal) -> CVal:
-        fn = {torch.float16: "pd_nextafter_f16", torch.bfloat16: "pd_nextafter_bf16"}
-        return self._v("nextafter", f"{fn.get(x0.dtype, 'std::nextafter')}({x0}, {x1})", x0, x1)
+        # float16/bfloat16 step in float32 and round on store, as torch does.
+        return self._std("nextafter", "nextafter", x0, x1)
 
     def int_truediv(self, x0: CVal, x1: CVal) -> CVal:
         expr = f"static_cast<double>({x0}) / static_cast<double>({x1})"

@@ -19,10 +19,10 @@ class SpecialFnOps(CStyleOps):
         return self._sp("airy_ai", "airy_ai", x)
 
     def bessel_j0(self, x: CVal) -> CVal:
-        return self._v("bessel_j0", f"::j0(static_cast<double>({x}))", x)
+        return self._v("bessel_j0", f"pd_sp::bessel_j(0, static_cast<double>({x}))", x)
 
     def bessel_j1(self, x: CVal) -> CVal:
-        return self._v("bessel_j1", f"::j1(static_cast<double>({x}))", x)
+        return self._v("bessel_j1", f"pd_sp::bessel_j(1, static_cast<double>({x}))", x)
 
     def bessel_y0(self, x: CVal) -> CVal:
         return self._v("bessel_y0", f"pd_sp::bessel_y(0, static_cast<double>({x}))", x)
@@ -93,7 +93,7 @@ class SpecialFnOps(CStyleOps):
         return self._sp("erfinv", "erfinv", x0)
 
     def ndtr(self, x: CVal) -> CVal:
-        return self._sp("ndtr", "ndtr", x)
+        return self._v("ndtr", f"pd_ndtr({x})", x)
 
     def ndtri(self, x: CVal) -> CVal:
         return self._sp("ndtri", "ndtri", x)

@@ -55,7 +55,12 @@ inline double ndtri_pq(double p, double q) {
     return lower ? x : -x;
 }
 
-inline double ndtri(double p) { return ndtri_pq(p, 1.0 - p); }
+inline double erfinv(double y);
+
+inline double ndtri(double p) {
+    if (p >= 0.25 && p <= 0.75) return 1.41421356237309504880 * erfinv(2.0 * p - 1.0);
+    return ndtri_pq(p, 1.0 - p);
+}
 
 inline double erfinv(double y) {
     if (y != y || y < -1.0 || y > 1.0) return kNaN;
@@ -124,13 +129,14 @@ inline double trigamma(double x) {
 
 // Hurwitz zeta by Euler-Maclaurin summation.
 inline double zeta(double s, double q) {
-    if (s != s || q != q) return kNaN;
+    // Checks in torch's order: a NaN order still gives inf for q in {0, -1, ...}.
     if (s == 1.0) return kInf;
     if (s < 1.0) return kNaN;
     if (q <= 0.0) {
         if (q == std::floor(q)) return kInf;
         if (s != std::floor(s)) return kNaN;
     }
+    if (s != s || q != q || q == kInf) return kNaN;
     static const double b2k[12] = {1.0 / 6,          -1.0 / 30,         1.0 / 42,
                                    -1.0 / 30,        5.0 / 66,          -691.0 / 2730,
                                    7.0 / 6,          -3617.0 / 510,     43867.0 / 798,
@@ -157,6 +163,7 @@ inline double zeta(double s, double q) {
 }
 
 inline double polygamma(double n, double x) {
+    if (x == kInf && n >= 2) return kNaN;  // torch's zeta(n + 1, inf)
     if (n == 0) return digamma(x);
     if (n == 1) return trigamma(x);
     double sign = std::fmod(n, 2.0) == 0 ? -1.0 : 1.0;
@@ -193,20 +200,22 @@ inline double igammac_cfrac(double a, double x) {
 }
 
 inline double igamma(double a, double x) {
-    if (a != a || x != x || a < 0 || x < 0) return kNaN;
+    if (a < 0 || x < 0) return kNaN;  // NaN operands fall through torch's order of checks
     if (a == 0) return x > 0 ? 1.0 : kNaN;
     if (x == 0) return 0.0;
     if (std::isinf(a)) return std::isinf(x) ? kNaN : 0.0;
     if (std::isinf(x)) return 1.0;
+    if (a != a || x != x) return kNaN;
     return x < a + 1.0 ? igamma_series(a, x) : 1.0 - igammac_cfrac(a, x);
 }
 
 inline double igammac(double a, double x) {
-    if (a != a || x != x || a < 0 || x < 0) return kNaN;
+    if (a < 0 || x < 0) return kNaN;
     if (a == 0) return x > 0 ? 0.0 : kNaN;
     if (x == 0) return 1.0;
     if (std::isinf(a)) return std::isinf(x) ? kNaN : 1.0;
     if (std::isinf(x)) return 0.0;
+    if (a != a || x != x) return kNaN;
     return x < a + 1.0 ? 1.0 - igamma_series(a, x) : igammac_cfrac(a, x);
 }
 
@@ -234,7 +243,7 @@ inline double bessel_k_scaled_asym(double nu, double x) {
 }
 
 inline double bessel_i(int nu, double x) {
-    if (x != x) return x;
+    if (x != x || std::isinf(x)) return kNaN;  // torch gives NaN at +-inf
     double a = std::fabs(x);
     double v = std::isinf(a) ? kInf : std::cyl_bessel_i(double(nu), a);
     return (nu == 1 && x < 0) ? -v : v;
@@ -263,8 +272,13 @@ inline double bessel_ke(int nu, double x) {
     return std::cyl_bessel_k(double(nu), x) * std::exp(x);
 }
 
+inline double bessel_j(int nu, double x) {
+    if (std::isinf(x)) return kNaN;  // as torch
+    return nu == 0 ? ::j0(x) : ::j1(x);
+}
+
 inline double bessel_y(int nu, double x) {
-    if (x != x) return x;
+    if (x != x || x == kInf) return kNaN;
     if (x < 0) return kNaN;
     if (x == 0) return -kInf;
     return nu == 0 ? ::y0(x) : ::y1(x);
@@ -272,8 +286,7 @@ inline double bessel_y(int nu, double x) {
 
 inline double airy_ai(double x) {
     if (x != x) return x;
-    if (x == kInf) return 0.0;
-    if (x == -kInf) return 0.0;
+    if (std::isinf(x)) return kNaN;  // as torch
     if (std::fabs(x) <= 1.0) {
         // Maclaurin series Ai = c1 f - c2 g.
         const double c1 = 0.355028053887817239260, c2 = 0.258819403792806798405;

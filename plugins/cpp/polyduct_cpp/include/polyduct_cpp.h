@@ -48,6 +48,8 @@ template <class T> PD_INLINE T pd_floordiv(T a, T b) {
 
 template <class T> PD_INLINE T pd_remainder(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
+        // torch's vectorised CPU kernel gives NaN whenever a / b overflows; match it.
+        if (std::isinf(a / b)) return std::numeric_limits<T>::quiet_NaN();
         T r = std::fmod(a, b);
         return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     } else {
@@ -57,7 +59,10 @@ template <class T> PD_INLINE T pd_remainder(T a, T b) {
 }
 
 template <class T> PD_INLINE T pd_mod(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
+    if constexpr (std::is_floating_point_v<T>) {
+        if (std::isinf(a / b)) return std::numeric_limits<T>::quiet_NaN();  // as torch's CPU kernel
+        return std::fmod(a, b);
+    }
     else return T(a % b);
 }
 
@@ -105,7 +110,7 @@ template <class T> PD_INLINE T pd_minimum(T a, T b) {
 
 template <class T> PD_INLINE T pd_sign(T x) {
     if constexpr (std::is_floating_point_v<T>) {
-        return (x != x) ? x : T((T(0) < x) - (x < T(0)));
+        return T((T(0) < x) - (x < T(0)));  // sign(NaN) is 0 in torch
     } else if constexpr (std::is_same_v<T, bool>) {
         return x;
     } else {
@@ -115,27 +120,24 @@ template <class T> PD_INLINE T pd_sign(T x) {
 
 template <class T> PD_INLINE T pd_nextafter(T x, T y) { return std::nextafter(x, y); }
 
-// nextafter in a 16-bit format, for float16/bfloat16 values held as float.
-PD_INLINE float pd_nextafter_f16(float x, float y) {
-    pd_half hx = pd_half(x), hy = pd_half(y);
-    if (x != x || y != y) return x + y;
-    if (hx == hy) return y;
-    uint16_t u = pd_bitcast<uint16_t>(hx);
-    if (hx == 0) u = uint16_t((pd_bitcast<uint16_t>(hy) & 0x8000u) | 1u);
-    else if ((hx < hy) == (hx > 0)) u++;
-    else u--;
-    return float(pd_bitcast<pd_half>(u));
+// torch's float32 cosh/sinh (SLEEF) saturate to infinity above |x| = 89.
+template <class T> PD_INLINE T pd_cosh(T x) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (std::fabs(x) > 89.0f) return x == x ? std::numeric_limits<float>::infinity() : x;
+    }
+    return std::cosh(x);
 }
 
-PD_INLINE float pd_nextafter_bf16(float x, float y) {
-    float bx = pd_round_bf16(x), by = pd_round_bf16(y);
-    if (x != x || y != y) return x + y;
-    if (bx == by) return y;
-    uint16_t u = pd_f32_to_bf16(bx);
-    if (bx == 0) u = uint16_t((pd_f32_to_bf16(by) & 0x8000u) | 1u);
-    else if ((bx < by) == (bx > 0)) u++;
-    else u--;
-    return pd_bf16_to_f32(u);
+template <class T> PD_INLINE T pd_sinh(T x) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (std::fabs(x) > 89.0f) return std::copysign(std::numeric_limits<float>::infinity(), x);
+    }
+    return std::sinh(x);
+}
+
+// torch's normal CDF: 0.5 * (1 + erf(x / sqrt 2)) in the value's type.
+template <class T> PD_INLINE T pd_ndtr(T x) {
+    return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
 }
 
 template <class T> PD_INLINE T pd_frexp(T x, int32_t* e) {
