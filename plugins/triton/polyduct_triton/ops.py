@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final, final
 
 from polyduct.ops import OP_NAMES
+
 from polyduct_triton.math_ops import MathDecompositions
 from polyduct_triton.memory_ops import TritonMemoryOps
 from polyduct_triton.prim_ops import TritonPrimitiveOps

@@ -29,11 +29,11 @@ class TritonEmitter:
     def _v(self, expr: str, dtype: torch.dtype, reuse: bool = True) -> V:
         return V(self.ctx.cse.generate(expr, reuse=reuse), dtype)
 
-    def _c(self, value: bool | float | int, dtype: torch.dtype) -> V:
+    def _c(self, value: bool | float, dtype: torch.dtype) -> V:
         shape = self.ctx.const_shape
         return V(f"tl.full({shape}, {literal(value, dtype)}, {compute_tl(dtype)})", dtype)
 
-    def constant(self, value: bool | float | int, dtype: torch.dtype) -> V:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> V:
         return self._v(self._c(value, dtype).name, dtype)
 
     def _cast(self, x: V, dtype: torch.dtype) -> str:

@@ -11,10 +11,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-
 from polyduct.ops import ReductionType
+
 from polyduct_triton.prim_ops import TritonEmitter
-from polyduct_triton.values import TL_DTYPE, TritonValue, compute_tl, is_float, literal, type_max, type_min
+from polyduct_triton.values import (
+    TL_DTYPE,
+    TritonValue,
+    compute_tl,
+    is_float,
+    literal,
+    type_max,
+    type_min,
+)
 
 V = TritonValue
 _FULL = "[XBLOCK, RBLOCK]"
@@ -154,7 +162,7 @@ class TritonReduceOps(TritonEmitter):
     def _welford_merge(self, acc: tuple[str, str, str], blk: tuple[str, str, str]) -> None:
         (am, a2, aw), (bm, b2, bw) = acc, blk
         self._line(f"_n = {aw} + {bw}")
-        self._line(f"_ns = tl.where(_n == 0, 1.0, _n)")
+        self._line("_ns = tl.where(_n == 0, 1.0, _n)")
         self._line(f"_d = {bm} - {am}")
         self._line(f"{am}, {a2}, {aw} = {am} + _d * {bw} / _ns, "
                    f"{a2} + {b2} + _d * _d * {aw} * {bw} / _ns, _n")

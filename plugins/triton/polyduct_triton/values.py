@@ -69,7 +69,7 @@ def bit_width(dtype: torch.dtype) -> int:
     return 8 if dtype == torch.bool else dtype.itemsize * 8
 
 
-def literal(value: bool | float | int, dtype: torch.dtype) -> str:
+def literal(value: bool | float, dtype: torch.dtype) -> str:
     """A Python literal for `value` usable inside a Triton function."""
     if dtype == torch.bool:
         return "True" if value else "False"
