@@ -327,6 +327,9 @@ def _bool_cmp(x: HVal, op: str) -> str:
     # Halide orders bools only after a cast; False < True as in torch.
     if x.dtype == BOOL:
         return f"hl.cast(hl.UInt(8), {{a}}) {op} hl.cast(hl.UInt(8), {{b}})"
+    if x.dtype in FLOATS and op in ("<=", ">="):
+        # Halide rewrites a <= b as !(b < a), which is true for NaN; spell it out.
+        return f"({{a}} {op[0]} {{b}}) | ({{a}} == {{b}})"
     return f"{{a}} {op} {{b}}"
 
 
