@@ -42,6 +42,10 @@ _EXTRA = (
     aten.rms_norm,
 )
 
+# Fused attention kernels stay whole (extern): their decomposed forward does not compute the
+# logsumexp their backward needs.
+_KEEP_WHOLE = frozenset({"aten::_scaled_dot_product_flash_attention_for_cpu"})
+
 
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """Decompositions to apply before lowering (ops with a native lowering are kept whole)."""
@@ -50,4 +54,6 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(list(_EXTRA)))
     native = set(core_lowerings())
-    return {op: fn for op, fn in table.items() if str(op) not in native}
+    return {
+        op: fn for op, fn in table.items() if str(op) not in native and op.name() not in _KEEP_WHOLE
+    }

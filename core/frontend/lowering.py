@@ -129,7 +129,9 @@ class GraphLowering:
             return self._placeholder(node)
         if node.op == "output":
             outs = node.args[0]
-            self.graph.outputs = [self._output(v) for v in self._args(outs)]
+            values = self._args(outs)
+            metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
+            self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]
             return None
         if node.op != "call_function":
             raise LoweringError(str(node.target), node.name, f"unsupported FX node op {node.op}")
@@ -154,10 +156,15 @@ class GraphLowering:
         self.int_inputs[name] = val
         return val
 
-    def _output(self, value: Any) -> Any:
-        if isinstance(value, Lazy):
-            return self.graph.realize(value)
-        return value
+    def _output(self, value: Any, meta: Any) -> Any:
+        if not isinstance(value, Lazy):
+            return value
+        if isinstance(meta, torch.Tensor) and _dense(meta):
+            # outputs get eager's strides: backward graphs assert the strides they were traced with
+            layout = meta_layout(meta)
+            layout = Layout(value.size, layout.stride, sympy.Integer(0), value.dtype, value.device)
+            return self.graph.realize_as(value, layout)
+        return self.graph.realize(value)
 
     def _args(self, tree: Any) -> Any:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)
@@ -176,6 +183,21 @@ class GraphLowering:
             except Fallback as why:
                 self.report.add(name, str(why) or "lowering declined")
         return extern_call(self.graph, node, name, args, kwargs)
+
+
+def _dense(val: torch.Tensor) -> bool:
+    """Non-overlapping and dense (a permutation of a contiguous layout)."""
+    try:
+        dims = sorted(range(val.dim()), key=lambda d: int(val.stride()[d]))
+        expected = 1
+        for d in dims:
+            size, stride = int(val.shape[d]), int(val.stride()[d])
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+    except (TypeError, ValueError, RuntimeError):
+        return False  # symbolic strides: keep the row-major default
 
 
 def _convert(tree: Any) -> Any:
@@ -208,7 +230,7 @@ def extern_call(
                 graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)
             )
         )
-        return StorageView(out, graph.buffers[out].layout)
+        return _restride(graph, StorageView(out, graph.buffers[out].layout))
     if not isinstance(val, (tuple, list)):
         raise LoweringError(op, node.name, f"extern result {type(val).__name__} is not supported")
     outs: list[str] = []
@@ -217,7 +239,7 @@ def extern_call(
         if isinstance(item, torch.Tensor):
             name = graph.add_buffer("multi", meta_layout(item))
             outs.append(name)
-            values.append(StorageView(name, graph.buffers[name].layout))
+            values.append(name)
         else:
             outs.append("")
             values.append(None)
@@ -226,7 +248,51 @@ def extern_call(
             graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
         )
     )
-    return tuple(values)
+    return tuple(
+        None if v is None else _restride(graph, StorageView(v, graph.buffers[v].layout))
+        for v in values
+    )
+
+
+def _restride(graph: IRGraph, value: StorageView) -> StorageView:
+    """Copy a non-contiguous extern result into the strides its fake tensor promised.
+
+    Library kernels do not always return the strides their meta functions report (the CPU
+    flash-attention kernel, for one); kernels index by the promised strides, so make them true.
+    """
+    layout = value.layout
+    if layout.is_contiguous() or not _plain_layout(layout):
+        return value
+    empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
+    args = (_sizes(layout.size), _sizes(layout.stride))
+    kwargs = (("dtype", layout.dtype), ("device", torch.device(layout.device)))
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"),
+            "aten.empty_strided.default",
+            args,
+            kwargs,
+            empty,
+            (empty,),
+            False,
+        )
+    )
+    fixed = graph.add_buffer("extern", layout, graph.new_name("extern"))
+    copy_args = (Ref(empty), Ref(value.buffer))
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"), "aten.copy_.default", copy_args, (), fixed, (fixed,), False
+        )
+    )
+    return StorageView(fixed, layout)
+
+
+def _sizes(values: Sequence[sympy.Expr]) -> tuple[Any, ...]:
+    return tuple(int(v) if v.is_Integer else Ref(str(v)) for v in values)
+
+
+def _plain_layout(layout: Layout) -> bool:
+    return all(v.is_Integer or v.is_Symbol for v in (*layout.size, *layout.stride))
 
 
 def _constant(

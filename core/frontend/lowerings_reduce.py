@@ -27,8 +27,9 @@ def _dims(x: TensorValue, dims: Any) -> list[int]:
     return sorted({d % n for d in dims}) if n else []
 
 
-def _combine(n: int, dims: Sequence[int], keepdim: bool, xo: Sequence[Expr],
-             r: Sequence[Expr]) -> list[Expr]:
+def _combine(
+    n: int, dims: Sequence[int], keepdim: bool, xo: Sequence[Expr], r: Sequence[Expr]
+) -> list[Expr]:
     """Input coordinates from output coordinates `xo` and reduction coordinates `r`."""
     idx: list[Expr] = []
     rit, xit = iter(r), iter(xo)
@@ -43,8 +44,13 @@ def _combine(n: int, dims: Sequence[int], keepdim: bool, xo: Sequence[Expr],
 
 
 def reduce_into(
-    ctx: LoweringContext, x: TensorValue, dims: Any, keepdim: bool,
-    rtype: ReductionType, src_dtype: torch.dtype, acc_dtype: torch.dtype,
+    ctx: LoweringContext,
+    x: TensorValue,
+    dims: Any,
+    keepdim: bool,
+    rtype: ReductionType,
+    src_dtype: torch.dtype,
+    acc_dtype: torch.dtype,
     out_dtypes: Sequence[torch.dtype],
 ) -> list[StorageView]:
     """A reduction node over `dims` of `x` (read as `src_dtype`); one buffer per result."""
@@ -68,9 +74,16 @@ def reduce_into(
         for b, lay, value in zip(bufs, layouts, results, strict=True):
             ops.store_reduction(accs[b], lay.index(xo), value)
 
-    node = ComputeNode(graph.new_name("node"), "reduction", tuple(out_size), red, body,
-                       tuple(bufs), accs, {b: acc_dtype if rtype not in ("argmax", "argmin")
-                                           else torch.int64 for b in bufs})
+    node = ComputeNode(
+        graph.new_name("node"),
+        "reduction",
+        tuple(out_size),
+        red,
+        body,
+        tuple(bufs),
+        accs,
+        {b: acc_dtype if rtype not in ("argmax", "argmin") else torch.int64 for b in bufs},
+    )
     graph.nodes.append(node)
     return [StorageView(b, lay) for b, lay in zip(bufs, layouts, strict=True)]
 
@@ -80,8 +93,9 @@ def _acc(dtype: torch.dtype) -> torch.dtype:
 
 
 def _simple(rtype: ReductionType) -> LoweringFn:
-    def lower(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False,
-              **kwargs: Any) -> Any:
+    def lower(
+        ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False, **kwargs: Any
+    ) -> Any:
         out = ctx.out_dtype()
         src = out if rtype in ("sum", "prod") else x.dtype
         if rtype == "any":
@@ -110,8 +124,16 @@ def _arg(rtype: ReductionType) -> LoweringFn:
 def _max_min(rtype: ReductionType) -> LoweringFn:
     def lower(ctx: LoweringContext, x: TensorValue, dim: int, keepdim: bool = False) -> Any:
         (values,) = reduce_into(ctx, x, dim, keepdim, rtype, x.dtype, x.dtype, [x.dtype])
-        (index,) = reduce_into(ctx, x, dim, keepdim, f"arg{rtype}",  # type: ignore[arg-type]
-                               x.dtype, x.dtype, [torch.int64])
+        (index,) = reduce_into(
+            ctx,
+            x,
+            dim,
+            keepdim,
+            f"arg{rtype}",  # type: ignore[arg-type]
+            x.dtype,
+            x.dtype,
+            [torch.int64],
+        )
         return values, index
 
     return lower
@@ -124,8 +146,9 @@ def _max_all(rtype: ReductionType) -> LoweringFn:
     return lower
 
 
-def _mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False,
-          dtype: Any = None) -> Any:
+def _mean(
+    ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False, dtype: Any = None
+) -> Any:
     out = ctx.out_dtype()
     if not out.is_floating_point:
         raise Fallback("mean of a non-float result")
@@ -155,8 +178,9 @@ def _scale(ctx: LoweringContext, v: TensorValue, count: Expr, out: torch.dtype) 
     return lazy(v.size, out, v.device, load, v)
 
 
-def _welford(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
-             keepdim: bool) -> tuple[Any, Any]:
+def _welford(
+    ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any, keepdim: bool
+) -> tuple[Any, Any]:
     if not x.dtype.is_floating_point:
         raise Fallback("variance of a non-float tensor")
     acc = _acc(x.dtype)
@@ -174,18 +198,36 @@ def _welford(ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any,
     return var, mean_out
 
 
-def _var_mean(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
-              correction: Any = None, keepdim: bool = False) -> Any:
+def _var_mean(
+    ctx: LoweringContext,
+    x: TensorValue,
+    dims: Any = None,
+    *,
+    correction: Any = None,
+    keepdim: bool = False,
+) -> Any:
     return _welford(ctx, x, dims, correction, keepdim)
 
 
-def _var(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
-         correction: Any = None, keepdim: bool = False) -> Any:
+def _var(
+    ctx: LoweringContext,
+    x: TensorValue,
+    dims: Any = None,
+    *,
+    correction: Any = None,
+    keepdim: bool = False,
+) -> Any:
     return _welford(ctx, x, dims, correction, keepdim)[0]
 
 
-def _std(ctx: LoweringContext, x: TensorValue, dims: Any = None, *,
-         correction: Any = None, keepdim: bool = False) -> Any:
+def _std(
+    ctx: LoweringContext,
+    x: TensorValue,
+    dims: Any = None,
+    *,
+    correction: Any = None,
+    keepdim: bool = False,
+) -> Any:
     var = _welford(ctx, x, dims, correction, keepdim)[0]
 
     def load(ops: Ops, idx: Sequence[Expr]) -> Any:

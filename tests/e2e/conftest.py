@@ -24,8 +24,9 @@ def _names(config: pytest.Config, option: str, env: str, default: list[str]) -> 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernels" in metafunc.fixturenames:
-        names = _names(metafunc.config, "--polyduct-kernels", "POLYDUCT_TEST_KERNELS",
-                       ["reference"])
+        names = _names(
+            metafunc.config, "--polyduct-kernels", "POLYDUCT_TEST_KERNELS", ["reference"]
+        )
         metafunc.parametrize("kernels", names, scope="module")
     if "wrapper" in metafunc.fixturenames:
         names = _names(metafunc.config, "--polyduct-wrapper", "POLYDUCT_TEST_WRAPPER", ["python"])
@@ -35,8 +36,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def backends(kernels: str, wrapper: str) -> tuple[str, str]:
     installed = plugins.load()
-    for registry, name in ((installed.kernel_backends, kernels),
-                           (installed.wrapper_backends, wrapper)):
+    for registry, name in (
+        (installed.kernel_backends, kernels),
+        (installed.wrapper_backends, wrapper),
+    ):
         if name not in registry.names():
             pytest.skip(f"{name!r} is not installed")
     return kernels, wrapper

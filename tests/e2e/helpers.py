@@ -10,8 +10,9 @@ import torch
 from polyduct.frontend.compile import CompiledGraph
 
 
-def compile_fn(fn: Callable[..., Any], backends: tuple[str, str], **kw: Any
-               ) -> tuple[Callable[..., Any], list[CompiledGraph]]:
+def compile_fn(
+    fn: Callable[..., Any], backends: tuple[str, str], **kw: Any
+) -> tuple[Callable[..., Any], list[CompiledGraph]]:
     """`fn` compiled with polyduct; the list collects each compiled graph (forward, backward)."""
     torch._dynamo.reset()
     graphs: list[CompiledGraph] = []
@@ -40,8 +41,14 @@ def assert_same(got: Any, want: Any, atol: float = 1e-5, rtol: float = 1e-4) -> 
         torch.testing.assert_close(a, b, atol=atol, rtol=rtol, equal_nan=True)
 
 
-def check(fn: Callable[..., Any], backends: tuple[str, str], *args: Any,
-          atol: float = 1e-5, rtol: float = 1e-4, **kw: Any) -> list[CompiledGraph]:
+def check(
+    fn: Callable[..., Any],
+    backends: tuple[str, str],
+    *args: Any,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    **kw: Any,
+) -> list[CompiledGraph]:
     """Compile `fn`, run it on `args`, compare with eager; returns the compiled graphs."""
     compiled, graphs = compile_fn(fn, backends, **kw)
     assert_same(compiled(*args), fn(*args), atol=atol, rtol=rtol)

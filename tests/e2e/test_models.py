@@ -32,8 +32,12 @@ def test_log_softmax(backends: tuple[str, str]) -> None:
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_layernorm(backends: tuple[str, str], dtype: torch.dtype) -> None:
-    x, w, b = torch.randn(6, 64, dtype=dtype), torch.randn(64, dtype=dtype), torch.randn(64, dtype=dtype)
-    fn = lambda x, w, b: F.layer_norm(x, (64,), w, b)  # noqa: E731
+    x, w, b = (
+        torch.randn(6, 64, dtype=dtype),
+        torch.randn(64, dtype=dtype),
+        torch.randn(64, dtype=dtype),
+    )
+    fn = lambda x, w, b: F.layer_norm(x, (64,), w, b)
     graphs = check(fn, backends, x, w, b, atol=_tol(dtype), rtol=_tol(dtype))
     assert kernels_of(graphs) <= 2
 
@@ -52,12 +56,22 @@ def test_reductions(backends: tuple[str, str]) -> None:
 
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         mx = x.max(1)
-        return (x.sum(0), x.amin(1), x.argmax(1), mx.values, mx.indices, x.mean(),
-                torch.var_mean(x, 1), x.std(0), (x > 0).any(1), (x > -5).all(), x.logsumexp(1))
+        return (
+            x.sum(0),
+            x.amin(1),
+            x.argmax(1),
+            mx.values,
+            mx.indices,
+            x.mean(),
+            torch.var_mean(x, 1),
+            x.std(0),
+            (x > 0).any(1),
+            (x > -5).all(),
+            x.logsumexp(1),
+        )
 
     check(fn, backends, x)
-    check(lambda a: (a.sum(), a.prod(1), a.max(0).indices), backends,
-          torch.randint(-3, 4, (5, 6)))
+    check(lambda a: (a.sum(), a.prod(1), a.max(0).indices), backends, torch.randint(-3, 4, (5, 6)))
 
 
 def test_gelu_mlp(backends: tuple[str, str]) -> None:
@@ -79,7 +93,14 @@ def test_attention_block(backends: tuple[str, str]) -> None:
 
 
 def test_small_cnn(backends: tuple[str, str]) -> None:
-    net = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(8, 4, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(8, 4, 3),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
     with torch.no_grad():
         check(net, backends, torch.randn(2, 3, 12, 12), atol=1e-4)

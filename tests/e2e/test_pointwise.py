@@ -24,8 +24,16 @@ def test_pointwise_chain_is_one_kernel(backends: tuple[str, str], dtype: torch.d
 
 def test_edge_values(backends: tuple[str, str]) -> None:
     x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3.5, 7.0])
-    check(lambda a: (torch.where(a > 0, a.sqrt(), -a), a.isnan(), a.clamp(-1, 1),
-                     torch.maximum(a, a.flip(0))), backends, x)
+    check(
+        lambda a: (
+            torch.where(a > 0, a.sqrt(), -a),
+            a.isnan(),
+            a.clamp(-1, 1),
+            torch.maximum(a, a.flip(0)),
+        ),
+        backends,
+        x,
+    )
 
 
 def test_int64_and_bool(backends: tuple[str, str]) -> None:
