@@ -17,7 +17,12 @@ import torch
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.default import DefaultHandler
 from polyduct.kernel import (
-    Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec, Stage,
+    Capabilities,
+    KernelBackend,
+    KernelFn,
+    KernelSource,
+    KernelSpec,
+    Stage,
 )
 from polyduct.reference.backend import ReferenceBackend
 from polyduct.reference.ops import ReferenceOps

@@ -205,7 +205,7 @@ def source_of(session: Session, probe: Probe) -> str:
     """The kernel source of `probe` alone (codegen only, no compile), for failure reports."""
     try:
         return session.backend.codegen(build_specs([probe], "failing")[0]).source
-    except Exception as exc:  # the report shows why codegen failed instead
+    except Exception as exc:  # noqa: BLE001 -- the report shows why codegen failed instead
         return f"<codegen failed: {type(exc).__name__}: {exc}>"
 
 
@@ -226,7 +226,7 @@ def run_probes(session: Session, probes: Sequence[Probe], tag: str) -> list[Prob
 def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
     try:
         outs = execute(session, probes, tag)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
         if len(probes) == 1:
             return [_failure(session, probes[0], _format_exc(exc))]
         half = len(probes) // 2
@@ -244,7 +244,7 @@ def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeRe
 def _run_single(session: Session, probe: Probe, tag: str) -> ProbeResult:
     try:
         outs = execute(session, [probe], tag)[0]
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
         if probe.expect_error is not None and isinstance(exc, probe.expect_error):
             return ProbeResult(probe, "passed")
         return _failure(session, probe, _format_exc(exc))

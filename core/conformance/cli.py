@@ -11,26 +11,53 @@ from typing import Any
 from polyduct.conformance.backends import resolve_backend
 from polyduct.conformance.html import write_html
 from polyduct.conformance.report import (
-    backend_text, summary_line, table_text, write_json, write_junit,
+    backend_text,
+    summary_line,
+    table_text,
+    write_json,
+    write_junit,
 )
 from polyduct.conformance.runner import BackendReport, Selection, run_backend
 
-CATEGORIES = ("math", "comparison", "bitwise", "dtype", "memory", "indexing", "reduction",
-              "scan", "random", "other", "graph")
+CATEGORIES = (
+    "math",
+    "comparison",
+    "bitwise",
+    "dtype",
+    "memory",
+    "indexing",
+    "reduction",
+    "scan",
+    "random",
+    "other",
+    "graph",
+)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register the `conformance` subcommand on `subparsers` (from `polyduct.cli`)."""
     p = subparsers.add_parser("conformance", help="op-set conformance matrix of kernel backends")
-    p.add_argument("--backend", action="append", default=[],
-                   help="kernel backend to test: installed name or module:Class "
-                   "(repeatable; default: every installed one)")
-    p.add_argument("--wrapper", default="python",
-                   help="wrapper backend running the kernels ('none': call backend.load directly)")
+    p.add_argument(
+        "--backend",
+        action="append",
+        default=[],
+        help="kernel backend to test: installed name or module:Class "
+        "(repeatable; default: every installed one)",
+    )
+    p.add_argument(
+        "--wrapper",
+        default="python",
+        help="wrapper backend running the kernels ('none': call backend.load directly)",
+    )
     p.add_argument("--ops", help="regular expression selecting op names")
     p.add_argument("--dtypes", help="comma-separated dtype names (float32,int8,...)")
-    p.add_argument("--category", action="append", default=[], choices=CATEGORIES,
-                   help="op category to run (repeatable)")
+    p.add_argument(
+        "--category",
+        action="append",
+        default=[],
+        choices=CATEGORIES,
+        help="op category to run (repeatable)",
+    )
     p.add_argument("--fail-fast", action="store_true", help="stop a backend at its first failure")
     p.add_argument("--json", type=Path, help="write the results as JSON to this file")
     p.add_argument("--junit", type=Path, help="write JUnit XML to this file")
@@ -41,8 +68,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def selection_from(args: argparse.Namespace) -> Selection:
     dtypes = tuple(d.strip() for d in (args.dtypes or "").split(",") if d.strip())
-    return Selection(ops=args.ops, dtypes=dtypes, categories=tuple(args.category),
-                     fail_fast=args.fail_fast)
+    return Selection(
+        ops=args.ops, dtypes=dtypes, categories=tuple(args.category), fail_fast=args.fail_fast
+    )
 
 
 def _say(text: str) -> None:
@@ -57,7 +85,7 @@ def run_named(name: str, wrapper_name: str, selection: Selection) -> BackendRepo
     try:
         name, backend = resolve_backend(name)
         wrapper = None if wrapper_name == "none" else plugins.wrapper_backend(wrapper_name)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         return BackendReport(name, wrapper_name, None, error=text)
     return run_backend(name, backend, wrapper, selection, progress=_say)
@@ -79,7 +107,11 @@ def run(args: argparse.Namespace) -> int:
         _say(f"plugin load error: {err}")
     _say("")
     _say("\n".join(table_text(reports)))
-    for path, writer in ((args.json, write_json), (args.junit, write_junit), (args.html, write_html)):
+    for path, writer in (
+        (args.json, write_json),
+        (args.junit, write_junit),
+        (args.html, write_html),
+    ):
         if path is not None:
             writer(reports, path)
             _say(f"wrote {path}")

@@ -27,7 +27,9 @@ def resolve(out: Out, dtype: torch.dtype, params: tuple[Any, ...]) -> torch.dtyp
     return out
 
 
-def reference(case: OpCase, args: list[torch.Tensor], params: tuple[Any, ...]) -> tuple[torch.Tensor, ...]:
+def reference(
+    case: OpCase, args: list[torch.Tensor], params: tuple[Any, ...]
+) -> tuple[torch.Tensor, ...]:
     """torch eager on the case's tensors; float16/bfloat16 compute in float32 (docs/conventions.md).
 
     torch's own half kernels are sometimes less accurate than float32-then-round (ndtr, erf on
@@ -75,9 +77,16 @@ def elementwise_probes(case: OpCase, dtype: torch.dtype) -> list[Probe]:
             )
             probes.append(
                 Probe(
-                    op=case.op, dtype=dtype, category=case.category, variant=variant + suffix,
-                    ranges=SHAPE, stages=(("outer", body),), inputs=inputs, outputs=outputs,
-                    expected=want, tol=case.tolerance(dtype),
+                    op=case.op,
+                    dtype=dtype,
+                    category=case.category,
+                    variant=variant + suffix,
+                    ranges=SHAPE,
+                    stages=(("outer", body),),
+                    inputs=inputs,
+                    outputs=outputs,
+                    expected=want,
+                    tol=case.tolerance(dtype),
                 )
             )
     return probes

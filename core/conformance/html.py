@@ -12,8 +12,18 @@ from polyduct.conformance.report import failure_text, summary_line
 from polyduct.conformance.runner import BackendReport, Cell
 
 DTYPES = [dtype_name(d) for d in ALL]
-SHORT = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64", "int8": "i8",
-         "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "bool"}
+SHORT = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "bool",
+}
 STYLE = """
 body { font: 13px system-ui, sans-serif; margin: 16px; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 28px; }
@@ -35,7 +45,9 @@ def _cell(backend: str, cell: Cell | None) -> str:
     title = escape(cell.reason.splitlines()[0] if cell.reason else f"{len(cell.results)} probes")
     mark = MARK[cell.status]
     if cell.status == "failed":
-        mark = f'<a style="color:white" href="#{escape(backend)}-{escape(cell.op)}-{cell.dtype}">✗</a>'
+        mark = (
+            f'<a style="color:white" href="#{escape(backend)}-{escape(cell.op)}-{cell.dtype}">✗</a>'
+        )
     return f'<td class="{cell.status}" title="{title}">{mark}</td>'
 
 
@@ -46,7 +58,9 @@ def _matrix(report: BackendReport, ops: list[tuple[str, str]]) -> str:
     for category, op in ops:
         if category != current:
             current = category
-            rows.append(f'<tr class="cat"><th colspan="{len(DTYPES) + 1}">{escape(category)}</th></tr>')
+            rows.append(
+                f'<tr class="cat"><th colspan="{len(DTYPES) + 1}">{escape(category)}</th></tr>'
+            )
         cells = "".join(_cell(report.backend, report.cells.get((op, d))) for d in DTYPES)
         rows.append(f'<tr><td class="op">{escape(op)}</td>{cells}</tr>')
     rows.append("</table>")
@@ -63,14 +77,16 @@ def _backend_section(report: BackendReport) -> str:
     ops = sorted({(cell.category, cell.op) for cell in report.cells.values()})
     parts = [
         f'<h2 id="{escape(report.backend)}">{escape(report.backend)}</h2>',
-        f"<p>wrapper: {escape(report.wrapper or 'direct load')} · {c['passed']} passed, "
-        f"{c['failed']} failed, {c['skipped']} skipped · {report.seconds:.1f}s · "
-        f"{report.modules} modules / {report.kernels} kernels compiled</p>",
+        (
+            f"<p>wrapper: {escape(report.wrapper or 'direct load')} · {c['passed']} passed, "
+            f"{c['failed']} failed, {c['skipped']} skipped · {report.seconds:.1f}s · "
+            f"{report.modules} modules / {report.kernels} kernels compiled</p>"
+        ),
     ]
     if report.static is not None:
         parts.append("<pre>" + escape("\n".join(report.static.lines())) + "</pre>")
     parts.append('<div class="grid">')
-    parts += [_matrix(report, chunk) for chunk in _split(ops, 3) if chunk]
+    parts += [_matrix(report, chunk) for chunk in _split(ops, 4) if chunk]
     parts.append("</div>")
     for cell in sorted(report.cells.values(), key=lambda c: (c.op, c.dtype)):
         if cell.status == "failed":

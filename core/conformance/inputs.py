@@ -24,8 +24,26 @@ def float_edges(dtype: torch.dtype) -> list[float]:
     """±0, ±1, ±inf, NaN, largest, smallest normal, a subnormal, halves and a few ordinary values."""
     fi = torch.finfo(dtype)
     return [
-        0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 2.5, math.inf, -math.inf, math.nan,
-        fi.max, -fi.max, fi.tiny, -fi.tiny, fi.tiny / 4, 3.0, -7.25, 1e-3, 100.0, 0.75,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -2.5,
+        2.5,
+        math.inf,
+        -math.inf,
+        math.nan,
+        fi.max,
+        -fi.max,
+        fi.tiny,
+        -fi.tiny,
+        fi.tiny / 4,
+        3.0,
+        -7.25,
+        1e-3,
+        100.0,
+        0.75,
     ]
 
 
@@ -48,7 +66,9 @@ def _with_edges(rand: torch.Tensor, edges: list[float] | list[int], cross: int) 
     return flat.reshape(rand.shape)
 
 
-def _any(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _any(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen).to(torch.bool)
     if dtype in FLOATS:
@@ -61,7 +81,9 @@ def _any(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: 
 
 
 def _uniform(low: float, high: float) -> Callable[..., torch.Tensor]:
-    def make(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+    def make(
+        dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+    ) -> torch.Tensor:
         base = torch.empty(shape, dtype=torch.float64).uniform_(low, high, generator=gen)
         edges = [0.0, -0.0, math.nan, math.inf, -math.inf, 1.0, -1.0, 0.5]
         edges = [e for e in edges if math.isnan(e) or low <= e <= high or math.isinf(e)]
@@ -70,27 +92,37 @@ def _uniform(low: float, high: float) -> Callable[..., torch.Tensor]:
     return make
 
 
-def _degree(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _degree(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     """Small integral polynomial degrees / polygamma orders, stored in the case's float dtype."""
     return torch.randint(0, 7, shape, generator=gen).to(dtype)
 
 
-def _small_int(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _small_int(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     low = 0 if dtype in (torch.uint8, torch.bool) else -9
     return torch.randint(low, 10, shape, generator=gen).to(dtype)
 
 
-def _exponent(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _exponent(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     """Non-negative small exponents: integer pow has no negative powers."""
     return torch.randint(0, 6, shape, generator=gen).to(dtype)
 
 
-def _shift(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _shift(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     bits = torch.iinfo(dtype).bits
     return torch.randint(0, bits, shape, generator=gen).to(dtype)
 
 
-def _divisor(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _divisor(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     """Divisors: never 0, and never -1 (INT_MIN / -1 traps in C); division by zero is undefined."""
     if dtype in FLOATS:
         return _any(dtype, shape, gen, arg)
@@ -99,14 +131,18 @@ def _divisor(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, a
     return x.to(dtype)
 
 
-def _to_int_range(dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int) -> torch.Tensor:
+def _to_int_range(
+    dtype: torch.dtype, shape: tuple[int, ...], gen: torch.Generator, arg: int
+) -> torch.Tensor:
     """Floats whose rounding fits every integer dtype (float -> int overflow is undefined)."""
     base = torch.empty(shape, dtype=torch.float64).uniform_(-120, 120, generator=gen)
     edges = [0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49, 99.99, -100.5, 127.0, -128.0]
     return _with_edges(base, edges, 0).to(dtype)
 
 
-GENERATORS: dict[str, Callable[[torch.dtype, tuple[int, ...], torch.Generator, int], torch.Tensor]] = {
+GENERATORS: dict[
+    str, Callable[[torch.dtype, tuple[int, ...], torch.Generator, int], torch.Tensor]
+] = {
     "any": _any,
     "moderate": _uniform(-20.0, 20.0),
     "unit": _uniform(-1.0, 1.0),
@@ -121,7 +157,9 @@ GENERATORS: dict[str, Callable[[torch.dtype, tuple[int, ...], torch.Generator, i
 }
 
 
-def generate(kind: str, dtype: torch.dtype, shape: tuple[int, ...], seed: int, arg: int = 0) -> torch.Tensor:
+def generate(
+    kind: str, dtype: torch.dtype, shape: tuple[int, ...], seed: int, arg: int = 0
+) -> torch.Tensor:
     """A tensor of `dtype` and `shape` from generator `kind`; deterministic in `seed`."""
     gen = torch.Generator().manual_seed(seed)
     return GENERATORS[kind](dtype, shape, gen, arg)

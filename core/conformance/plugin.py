@@ -23,10 +23,17 @@ _REPORTS = pytest.StashKey[dict[str, BackendReport]]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("polyduct", "polyduct conformance suite")
-    group.addoption("--polyduct-backend", action="append", default=[],
-                    help="kernel backend to run the conformance suite on ('all': every one)")
-    group.addoption("--polyduct-wrapper", default="python",
-                    help="wrapper backend running the kernels ('none': direct load)")
+    group.addoption(
+        "--polyduct-backend",
+        action="append",
+        default=[],
+        help="kernel backend to run the conformance suite on ('all': every one)",
+    )
+    group.addoption(
+        "--polyduct-wrapper",
+        default="python",
+        help="wrapper backend running the kernels ('none': direct load)",
+    )
     group.addoption("--polyduct-ops", default=None, help="regex selecting op names")
     group.addoption("--polyduct-dtypes", default="", help="comma-separated dtype names")
     group.addoption("--polyduct-category", action="append", default=[], help="op category")
@@ -34,8 +41,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _selection(config: pytest.Config) -> Selection:
     dtypes = tuple(d for d in str(config.getoption("--polyduct-dtypes")).split(",") if d)
-    return Selection(ops=config.getoption("--polyduct-ops"), dtypes=dtypes,
-                     categories=tuple(config.getoption("--polyduct-category")))
+    return Selection(
+        ops=config.getoption("--polyduct-ops"),
+        dtypes=dtypes,
+        categories=tuple(config.getoption("--polyduct-category")),
+    )
 
 
 def _backend_names(config: pytest.Config) -> list[str]:
@@ -105,10 +115,22 @@ def pytest_collection_modifyitems(
         return
     cells = sorted({(p.op, dtype_name(p.dtype)) for p in all_probes(_selection(config))})
     for backend in names:
-        items.append(ConformanceItem.from_parent(
-            session, name=f"conformance[{backend}-static]", backend=backend, op="static",
-            dtype=""))
+        items.append(
+            ConformanceItem.from_parent(
+                session,
+                name=f"conformance[{backend}-static]",
+                backend=backend,
+                op="static",
+                dtype="",
+            )
+        )
         for op, dtype in cells:
-            items.append(ConformanceItem.from_parent(
-                session, name=f"conformance[{backend}-{op}-{dtype}]", backend=backend, op=op,
-                dtype=dtype))
+            items.append(
+                ConformanceItem.from_parent(
+                    session,
+                    name=f"conformance[{backend}-{op}-{dtype}]",
+                    backend=backend,
+                    op=op,
+                    dtype=dtype,
+                )
+            )

@@ -31,6 +31,9 @@ class Access:
         return sympy.Add(*(i * s for i, s in zip(idx, self.strides, strict=True)))
 
 
+NO_ACCESS = Access("", ())  # default of body fields; every real body sets its own
+
+
 def access(name: str, t: torch.Tensor | OutSpec) -> Access:
     """The `Access` for tensor (or output spec) `t` bound to buffer `name`."""
     return Access(name, tuple(int(s) for s in t.stride()))
@@ -62,7 +65,9 @@ class OpBody(BodyBase):
     params: tuple[Any, ...] = ()
     kwargs: tuple[tuple[str, Any], ...] = ()
 
-    def __call__(self, ops: OpHandler[Any], x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+    def __call__(
+        self, ops: OpHandler[Any], x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]
+    ) -> None:
         values = [self.load(ops, a, x) for a in self.args]
         result = getattr(ops, self.op)(*values, *self.params, **dict(self.kwargs))
         results = result if len(self.outs) > 1 else (result,)

@@ -81,8 +81,19 @@ def check_random(probe: Probe, got: dict[str, torch.Tensor]) -> list[str]:
 
 def _probe(op: str, dtype: torch.dtype) -> list[Probe]:
     outputs = {f"o{k}": out_like(SHAPE, dtype) for k in range(3)}
-    return [Probe(op, dtype, "random", "seeded", SHAPE, (("outer", RandomBody(op=op)),),
-                  {"seeds": SEEDS}, outputs, check=check_random)]
+    return [
+        Probe(
+            op,
+            dtype,
+            "random",
+            "seeded",
+            SHAPE,
+            (("outer", RandomBody(op=op)),),
+            {"seeds": SEEDS},
+            outputs,
+            check=check_random,
+        )
+    ]
 
 
 def _rand(dtype: torch.dtype) -> list[Probe]:

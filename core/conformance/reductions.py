@@ -14,7 +14,7 @@ import sympy
 import torch
 
 from polyduct.conformance.inputs import ALL, BOOL, FLOATS, INTS, as_layout, generate, seed_of
-from polyduct.conformance.probe import Access, BodyBase, Probe, access, out_like
+from polyduct.conformance.probe import NO_ACCESS, Access, BodyBase, Probe, access, out_like
 from polyduct.conformance.special import SpecialCase
 from polyduct.conformance.tolerance import EXACT, Tol
 from polyduct.ops import OpHandler, ReductionType
@@ -108,11 +108,23 @@ def _ref(rtype: str, xs: list[torch.Tensor], dtype: torch.dtype) -> tuple[torch.
             return _softmax(x)
 
 
-_GEN = {"sum": "unit", "prod": "unit", "online_softmax_reduce": "moderate", "welford_reduce": "moderate"}
+_GEN = {
+    "sum": "unit",
+    "prod": "unit",
+    "online_softmax_reduce": "moderate",
+    "welford_reduce": "moderate",
+}
 _DOMAINS: dict[str, tuple[torch.dtype, ...]] = {
-    "sum": (*FLOATS, *INTS), "prod": (*FLOATS, *INTS), "max": ALL, "min": ALL,
-    "argmax": (*FLOATS, *INTS), "argmin": (*FLOATS, *INTS), "any": BOOL, "xor_sum": INTS,
-    "welford_reduce": FLOATS, "welford_combine": (torch.float32, torch.float64),
+    "sum": (*FLOATS, *INTS),
+    "prod": (*FLOATS, *INTS),
+    "max": ALL,
+    "min": ALL,
+    "argmax": (*FLOATS, *INTS),
+    "argmin": (*FLOATS, *INTS),
+    "any": BOOL,
+    "xor_sum": INTS,
+    "welford_reduce": FLOATS,
+    "welford_combine": (torch.float32, torch.float64),
     "online_softmax_reduce": FLOATS,
 }
 
@@ -153,12 +165,29 @@ def _reduction_probes(op: str, rtype: ReductionType, dtype: torch.dtype) -> list
     probes = []
     for layout in ("contiguous", "transposed"):
         inputs = {f"a{i}": as_layout(t, layout) for i, t in enumerate(xs)}
-        body = ReduceBody(rtype=rtype, dtype=acc_dtype(dtype), src_dtype=dtype,
-                          args=tuple(access(n, t) for n, t in inputs.items()), outs=len(want))
+        body = ReduceBody(
+            rtype=rtype,
+            dtype=acc_dtype(dtype),
+            src_dtype=dtype,
+            args=tuple(access(n, t) for n, t in inputs.items()),
+            outs=len(want),
+        )
         outputs = {n: out_like((ROWS,), t.dtype) for n, t in want.items()}
-        probes.append(Probe(op, dtype, "reduction", f"{rtype}:{layout}", (ROWS,),
-                            (("reduce", body),), inputs, outputs, want, tol,
-                            reduction_ranges=(COLS,)))
+        probes.append(
+            Probe(
+                op,
+                dtype,
+                "reduction",
+                f"{rtype}:{layout}",
+                (ROWS,),
+                (("reduce", body),),
+                inputs,
+                outputs,
+                want,
+                tol,
+                reduction_ranges=(COLS,),
+            )
+        )
     return probes
 
 
@@ -180,7 +209,7 @@ class ScanBody(BodyBase):
 
     combine: str = "add"
     dtype: torch.dtype = torch.float32
-    src: Access = Access("", ())
+    src: Access = NO_ACCESS
     dst: tuple[Access, ...] = ()
 
     def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
@@ -216,11 +245,27 @@ def _scan(dtype: torch.dtype) -> list[Probe]:
         for layout in ("contiguous", "transposed"):
             a = as_layout(x, layout)
             outputs = {n: out_like((ROWS, COLS), dtype, layout) for n in want}
-            body = ScanBody(combine=combine, dtype=acc_dtype(dtype), src=access("a0", a),
-                            dst=tuple(access(n, o) for n, o in outputs.items()))
-            probes.append(Probe("scan", dtype, "scan", f"{combine}:{layout}", (ROWS,),
-                                (("scan", body),), {"a0": a}, outputs, want, tol,
-                                reduction_ranges=(COLS,)))
+            body = ScanBody(
+                combine=combine,
+                dtype=acc_dtype(dtype),
+                src=access("a0", a),
+                dst=tuple(access(n, o) for n, o in outputs.items()),
+            )
+            probes.append(
+                Probe(
+                    "scan",
+                    dtype,
+                    "scan",
+                    f"{combine}:{layout}",
+                    (ROWS,),
+                    (("scan", body),),
+                    {"a0": a},
+                    outputs,
+                    want,
+                    tol,
+                    reduction_ranges=(COLS,),
+                )
+            )
     return probes
 
 
@@ -230,7 +275,7 @@ class SortBody(BodyBase):
 
     dtype: torch.dtype = torch.float32
     descending: bool = False
-    src: Access = Access("", ())
+    src: Access = NO_ACCESS
 
     def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
         v = ops.load(self.buf(self.src), self.src.index((x[0], r[0])))
@@ -249,11 +294,25 @@ def _sort(dtype: torch.dtype) -> list[Probe]:
         want = {"o0": s.values, "o1": s.indices}
         for layout in ("contiguous", "transposed"):
             a = as_layout(x, layout)
-            outputs = {"o0": out_like((ROWS, COLS), dtype), "o1": out_like((ROWS, COLS), torch.int64)}
+            outputs = {
+                "o0": out_like((ROWS, COLS), dtype),
+                "o1": out_like((ROWS, COLS), torch.int64),
+            }
             body = SortBody(dtype=acc_dtype(dtype), descending=descending, src=access("a0", a))
-            probes.append(Probe("sort", dtype, "scan", f"descending={descending}:{layout}",
-                                (ROWS,), (("sort", body),), {"a0": a}, outputs, want,
-                                reduction_ranges=(COLS,)))
+            probes.append(
+                Probe(
+                    "sort",
+                    dtype,
+                    "scan",
+                    f"descending={descending}:{layout}",
+                    (ROWS,),
+                    (("sort", body),),
+                    {"a0": a},
+                    outputs,
+                    want,
+                    reduction_ranges=(COLS,),
+                )
+            )
     return probes
 
 

@@ -90,19 +90,35 @@ def to_json(reports: Sequence[BackendReport]) -> dict[str, Any]:
     backends = []
     for r in reports:
         static = r.static
-        backends.append({
-            "backend": r.backend, "wrapper": r.wrapper, "seconds": round(r.seconds, 3),
-            "modules": r.modules, "kernels": r.kernels, "error": r.error, "counts": r.counts(),
-            "static": None if static is None else {
-                "missing": static.missing, "unsupported": static.unsupported,
-                "extra": static.extra, "wrapper_missing": static.wrapper_missing,
-            },
-            "cells": [
-                {"op": c.op, "dtype": c.dtype, "category": c.category, "status": c.status,
-                 "probes": [_result_json(x) for x in c.results]}
-                for c in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype))
-            ],
-        })
+        backends.append(
+            {
+                "backend": r.backend,
+                "wrapper": r.wrapper,
+                "seconds": round(r.seconds, 3),
+                "modules": r.modules,
+                "kernels": r.kernels,
+                "error": r.error,
+                "counts": r.counts(),
+                "static": None
+                if static is None
+                else {
+                    "missing": static.missing,
+                    "unsupported": static.unsupported,
+                    "extra": static.extra,
+                    "wrapper_missing": static.wrapper_missing,
+                },
+                "cells": [
+                    {
+                        "op": c.op,
+                        "dtype": c.dtype,
+                        "category": c.category,
+                        "status": c.status,
+                        "probes": [_result_json(x) for x in c.results],
+                    }
+                    for c in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype))
+                ],
+            }
+        )
     return {"summary": totals(reports), "backends": backends}
 
 
@@ -115,19 +131,32 @@ def write_junit(reports: Sequence[BackendReport], path: Path) -> None:
     root = ET.Element("testsuites")
     for r in reports:
         c = r.counts()
-        suite = ET.SubElement(root, "testsuite", name=f"polyduct.conformance.{r.backend}",
-                              tests=str(sum(c.values())), failures=str(c["failed"]),
-                              skipped=str(c["skipped"]), time=f"{r.seconds:.3f}")
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"polyduct.conformance.{r.backend}",
+            tests=str(sum(c.values())),
+            failures=str(c["failed"]),
+            skipped=str(c["skipped"]),
+            time=f"{r.seconds:.3f}",
+        )
         static = ET.SubElement(suite, "testcase", classname=f"{r.backend}.static", name="static")
         if r.static is not None and r.static.failures:
             ET.SubElement(static, "failure", message="static completeness").text = "\n".join(
-                r.static.lines())
+                r.static.lines()
+            )
         for cell in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype)):
-            case = ET.SubElement(suite, "testcase", classname=f"{r.backend}.{cell.category}",
-                                 name=f"{cell.op}[{cell.dtype}]")
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                classname=f"{r.backend}.{cell.category}",
+                name=f"{cell.op}[{cell.dtype}]",
+            )
             if cell.status == "failed":
                 text = "\n\n".join(failure_text(x) for x in cell.results if x.status == "failed")
-                ET.SubElement(case, "failure", message=cell.reason.splitlines()[0][:200]).text = text
+                ET.SubElement(
+                    case, "failure", message=cell.reason.splitlines()[0][:200]
+                ).text = text
             elif cell.status == "skipped":
                 ET.SubElement(case, "skipped", message=cell.reason)
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)

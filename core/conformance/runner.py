@@ -12,6 +12,7 @@ import torch
 
 from polyduct.conformance.batch import ProbeResult, Session, Status, run_probes
 from polyduct.conformance.elementwise import elementwise_probes
+from polyduct.conformance.other_cases import OTHER
 from polyduct.conformance.probe import Probe, dtype_name
 from polyduct.conformance.randomness import RANDOM
 from polyduct.conformance.reductions import REDUCTIONS
@@ -22,7 +23,7 @@ from polyduct.kernel import KernelBackend
 from polyduct.wrapper import WrapperBackend
 
 Progress = Callable[[str], None]
-SPECIAL = BASIC + REDUCTIONS + RANDOM
+SPECIAL = BASIC + OTHER + REDUCTIONS + RANDOM
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,6 @@ def run_backend(
 def _run_group(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
     try:
         return run_probes(session, probes, tag)
-    except Exception as exc:  # a bug outside any one probe: report it on every probe
+    except Exception as exc:  # noqa: BLE001 -- a bug outside any one probe: report it on each
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return [ProbeResult(p, "failed", f"suite error: {text}") for p in probes]

@@ -6,7 +6,6 @@ scans, sorts and random ops live in `polyduct.conformance.reductions` and `.rand
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,10 +14,24 @@ import sympy
 import torch
 
 from polyduct.conformance.inputs import (
-    ALL, FLOATS, INDEX, INTS, SHAPE, as_layout, generate, seed_of,
+    ALL,
+    FLOATS,
+    INDEX,
+    INTS,
+    SHAPE,
+    as_layout,
+    generate,
+    seed_of,
 )
 from polyduct.conformance.probe import (
-    Access, BodyBase, OpBody, Probe, access, dtype_name, out_like,
+    NO_ACCESS,
+    Access,
+    BodyBase,
+    OpBody,
+    Probe,
+    access,
+    dtype_name,
+    out_like,
 )
 from polyduct.conformance.tolerance import EXACT, Tol
 from polyduct.errors import KernelIndexError
@@ -37,14 +50,25 @@ class SpecialCase:
     build: Callable[[torch.dtype], list[Probe]]
 
 
-def _probe(op: str, dtype: torch.dtype, category: str, variant: str, body: BodyBase,
-           inputs: dict[str, torch.Tensor], want: dict[str, torch.Tensor], **kw: Any) -> Probe:
+def _probe(
+    op: str,
+    dtype: torch.dtype,
+    category: str,
+    variant: str,
+    body: BodyBase,
+    inputs: dict[str, torch.Tensor],
+    want: dict[str, torch.Tensor],
+    **kw: Any,
+) -> Probe:
     ranges = kw.pop("ranges", SHAPE)
     outputs = kw.pop("outputs", None) or {
-        n: out_like(tuple(t.shape), t.dtype) for n, t in want.items() if n not in kw.get("inouts", ())
+        n: out_like(tuple(t.shape), t.dtype)
+        for n, t in want.items()
+        if n not in kw.get("inouts", ())
     }
-    return Probe(op, dtype, category, variant, ranges, (("outer", body),), inputs, outputs,
-                 want, **kw)
+    return Probe(
+        op, dtype, category, variant, ranges, (("outer", body),), inputs, outputs, want, **kw
+    )
 
 
 def _cast_input(src: torch.dtype, dst: torch.dtype) -> torch.Tensor:
@@ -60,19 +84,31 @@ def _to_dtype(dtype: torch.dtype) -> list[Probe]:
     for dst in ALL:
         x = as_layout(_cast_input(dtype, dst), "transposed")
         want = {"o0": x.to(dst)}
-        body = OpBody(op="to_dtype", args=(access("a0", x),), outs=(Access("o0", (27, 1)),),
-                      params=(dst,), kwargs=(("src_dtype", dtype),))
+        body = OpBody(
+            op="to_dtype",
+            args=(access("a0", x),),
+            outs=(Access("o0", (27, 1)),),
+            params=(dst,),
+            kwargs=(("src_dtype", dtype),),
+        )
         tol = Tol(ulps=1) if dst in FLOATS and dtype in FLOATS else EXACT
-        probes.append(_probe("to_dtype", dtype, "dtype", f"to_{dtype_name(dst)}", body,
-                             {"a0": x}, want, tol=tol))
+        probes.append(
+            _probe(
+                "to_dtype", dtype, "dtype", f"to_{dtype_name(dst)}", body, {"a0": x}, want, tol=tol
+            )
+        )
     return probes
 
 
 _BITCAST = {
-    torch.float32: (torch.int32,), torch.int32: (torch.float32,),
-    torch.float64: (torch.int64,), torch.int64: (torch.float64,),
-    torch.float16: (torch.int16, torch.bfloat16), torch.bfloat16: (torch.int16, torch.float16),
-    torch.int16: (torch.float16, torch.bfloat16), torch.int8: (torch.uint8,),
+    torch.float32: (torch.int32,),
+    torch.int32: (torch.float32,),
+    torch.float64: (torch.int64,),
+    torch.int64: (torch.float64,),
+    torch.float16: (torch.int16, torch.bfloat16),
+    torch.bfloat16: (torch.int16, torch.float16),
+    torch.int16: (torch.float16, torch.bfloat16),
+    torch.int8: (torch.uint8,),
     torch.uint8: (torch.int8,),
 }
 
@@ -81,10 +117,23 @@ def _bitcast(dtype: torch.dtype) -> list[Probe]:
     probes = []
     for dst in _BITCAST[dtype]:
         x = generate("any", dtype, SHAPE, seed_of("bitcast", dtype, dst))
-        body = OpBody(op="to_dtype_bitcast", args=(access("a0", x),),
-                      outs=(Access("o0", (27, 1)),), params=(dst, dtype))
-        probes.append(_probe("to_dtype_bitcast", dtype, "dtype", f"to_{dtype_name(dst)}", body,
-                             {"a0": x}, {"o0": x.view(dst)}))
+        body = OpBody(
+            op="to_dtype_bitcast",
+            args=(access("a0", x),),
+            outs=(Access("o0", (27, 1)),),
+            params=(dst, dtype),
+        )
+        probes.append(
+            _probe(
+                "to_dtype_bitcast",
+                dtype,
+                "dtype",
+                f"to_{dtype_name(dst)}",
+                body,
+                {"a0": x},
+                {"o0": x.view(dst)},
+            )
+        )
     return probes
 
 
@@ -92,8 +141,8 @@ def _bitcast(dtype: torch.dtype) -> list[Probe]:
 class CopyBody(BodyBase):
     """out[x] = load(src)[x]: exercises `load` and `store` addressing on strided layouts."""
 
-    src: Access = Access("", ())
-    dst: Access = Access("", ())
+    src: Access = NO_ACCESS
+    dst: Access = NO_ACCESS
 
     def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
         self.store(ops, self.dst, x, self.load(ops, self.src, x))
@@ -101,14 +150,27 @@ class CopyBody(BodyBase):
 
 def _copies(op: str, dtype: torch.dtype) -> list[Probe]:
     probes = []
-    pairs = (("sliced", "contiguous"), ("transposed", "contiguous")) if op == "load" else (
-        ("contiguous", "transposed"), ("sliced", "transposed"))
+    pairs = (
+        (("sliced", "contiguous"), ("transposed", "contiguous"))
+        if op == "load"
+        else (("contiguous", "transposed"), ("sliced", "transposed"))
+    )
     for src_layout, dst_layout in pairs:
         x = as_layout(generate("any", dtype, SHAPE, seed_of(op, dtype)), src_layout)
         out = out_like(SHAPE, dtype, dst_layout)
         body = CopyBody(src=access("a0", x), dst=access("o0", out))
-        probes.append(_probe(op, dtype, "memory", f"{src_layout}->{dst_layout}", body,
-                             {"a0": x}, {"o0": x.clone()}, outputs={"o0": out}))
+        probes.append(
+            _probe(
+                op,
+                dtype,
+                "memory",
+                f"{src_layout}->{dst_layout}",
+                body,
+                {"a0": x},
+                {"o0": x.clone()},
+                outputs={"o0": out},
+            )
+        )
     return probes
 
 
@@ -132,12 +194,27 @@ def _store(dtype: torch.dtype) -> list[Probe]:
     val = generate(gen, dtype, (n,), seed_of("scatter", dtype)).nan_to_num(0.0, 0.0, 0.0)
     idx = torch.randint(0, size, (n,), generator=torch.Generator().manual_seed(5))
     acc = generate(gen, dtype, (size,), 7).nan_to_num(0.0, 0.0, 0.0)
-    want = acc.to(torch.float64 if dtype in FLOATS else torch.int64).index_add(
-        0, idx, val.to(torch.float64 if dtype in FLOATS else torch.int64)).to(dtype)
+    want = (
+        acc.to(torch.float64 if dtype in FLOATS else torch.int64)
+        .index_add(0, idx, val.to(torch.float64 if dtype in FLOATS else torch.int64))
+        .to(dtype)
+    )
     tol = Tol(ulps=8, atol=4e-2, rtol=1e-2) if dtype in FLOATS else EXACT
-    probes.append(_probe("store", dtype, "memory", "atomic_add", ScatterAddBody(size=size),
-                         {"idx": idx, "val": val, "acc": acc}, {"acc": want}, ranges=(n,),
-                         inouts=("acc",), outputs={}, tol=tol))
+    probes.append(
+        _probe(
+            "store",
+            dtype,
+            "memory",
+            "atomic_add",
+            ScatterAddBody(size=size),
+            {"idx": idx, "val": val, "acc": acc},
+            {"acc": want},
+            ranges=(n,),
+            inouts=("acc",),
+            outputs={},
+            tol=tol,
+        )
+    )
     return probes
 
 
@@ -166,16 +243,36 @@ def _gathers(op: str, dtype: torch.dtype) -> list[Probe]:
     idx = torch.randint(low, size, (n,), generator=gen, dtype=torch.int64)
     data = torch.randn(size, generator=gen)
     body = GatherBody(size=size, explicit_check=op == "check_bounds")
-    probes = [_probe(op, dtype, "indexing", "in_bounds", body,
-                     {"idx": idx.to(dtype), "data": data}, {"o0": data[idx]}, ranges=(n,))]
+    probes = [
+        _probe(
+            op,
+            dtype,
+            "indexing",
+            "in_bounds",
+            body,
+            {"idx": idx.to(dtype), "data": data},
+            {"o0": data[idx]},
+            ranges=(n,),
+        )
+    ]
     for bad in (size, -size - 1):
         if op == "check_bounds" and bad < 0:
             bad = -1
         wrong = idx.clone()
         wrong[n // 2] = bad
-        probes.append(_probe(op, dtype, "indexing", f"out_of_bounds_{bad}", body,
-                             {"idx": wrong.to(dtype), "data": data}, {"o0": data[idx]},
-                             ranges=(n,), expect_error=KernelIndexError))
+        probes.append(
+            _probe(
+                op,
+                dtype,
+                "indexing",
+                f"out_of_bounds_{bad}",
+                body,
+                {"idx": wrong.to(dtype), "data": data},
+                {"o0": data[idx]},
+                ranges=(n,),
+                expect_error=KernelIndexError,
+            )
+        )
     return probes
 
 
@@ -216,8 +313,15 @@ class BucketizeBody(BodyBase):
         zero = ops.constant(0, torch.int64)
         bounds = (self.buf("bounds"), n, n, sympy.Integer(1))
         sorter = (self.buf("sorter"), sympy.Integer(1)) if self.sorter else None
-        v = ops.bucketize(ops.load(self.buf("values"), x[0]), bounds, zero, self.index_dtype,
-                          self.right, sorter, zero if self.sorter else None)
+        v = ops.bucketize(
+            ops.load(self.buf("values"), x[0]),
+            bounds,
+            zero,
+            self.index_dtype,
+            self.right,
+            sorter,
+            zero if self.sorter else None,
+        )
         ops.store(self.buf("o0"), x[0], v)
 
 
@@ -232,103 +336,26 @@ def _bucketize(dtype: torch.dtype) -> list[Probe]:
             for sorted_ in (False, True):
                 b = bounds[perm] if sorted_ else bounds
                 sorter = torch.argsort(b, stable=True) if sorted_ else None
-                want = torch.searchsorted(b, values, right=right, sorter=sorter,
-                                          out_int32=index_dtype == torch.int32)
+                want = torch.searchsorted(
+                    b, values, right=right, sorter=sorter, out_int32=index_dtype == torch.int32
+                )
                 inputs = {"values": values, "bounds": b}
                 if sorter is not None:
                     inputs["sorter"] = sorter
-                body = BucketizeBody(length=9, index_dtype=index_dtype, right=right,
-                                     sorter=sorted_)
+                body = BucketizeBody(length=9, index_dtype=index_dtype, right=right, sorter=sorted_)
                 variant = f"right={right},{dtype_name(index_dtype)}" + (",sorter" * sorted_)
-                probes.append(_probe("bucketize", dtype, "indexing", variant, body, inputs,
-                                     {"o0": want}, ranges=(97,)))
-    return probes
-
-
-@dataclass(frozen=True)
-class ConstantBody(BodyBase):
-    """out_k[x] = constant(values[k], dtype) for every k."""
-
-    values: tuple[Any, ...] = ()
-    dtype: torch.dtype = torch.float32
-
-    def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
-        for k, value in enumerate(self.values):
-            ops.store(self.buf(f"o{k}"), x[0], ops.constant(value, self.dtype))
-
-
-def _constants(dtype: torch.dtype) -> list[Probe]:
-    if dtype == torch.bool:
-        values: tuple[Any, ...] = (True, False)
-    elif dtype in FLOATS:
-        fi = torch.finfo(dtype)
-        values = (0.0, -0.0, 1.5, -2.25, math.inf, -math.inf, math.nan, fi.max, fi.tiny, 0.1)
-    else:
-        ii = torch.iinfo(dtype)
-        values = tuple(v for v in (0, 1, -1, 100, ii.max, ii.min) if ii.min <= v <= ii.max)
-    want = {f"o{k}": torch.full((5,), v, dtype=dtype) for k, v in enumerate(values)}
-    body = ConstantBody(values=values, dtype=dtype)
-    return [_probe("constant", dtype, "other", "literals", body, {}, want, ranges=(5,),
-                   tol=Tol(signed_zero=True))]
-
-
-@dataclass(frozen=True)
-class AssertBody(BodyBase):
-    """device_assert_async(a[x] <= 100), then out[x] = a[x]."""
-
-    dtype: torch.dtype = torch.float32
-
-    def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
-        v = ops.load(self.buf("a0"), x[0])
-        ops.device_assert_async(ops.le(v, ops.constant(100, self.dtype)), "a0 must be <= 100")
-        ops.store(self.buf("o0"), x[0], v)
-
-
-def _asserts(dtype: torch.dtype) -> list[Probe]:
-    from polyduct.errors import KernelAssertError
-
-    x = torch.arange(31).to(dtype)
-    body = AssertBody(dtype=dtype)
-    bad = x.clone()
-    bad[17] = 101
-    return [
-        _probe("device_assert_async", dtype, "other", "holds", body, {"a0": x}, {"o0": x},
-               ranges=(31,)),
-        _probe("device_assert_async", dtype, "other", "fails", body, {"a0": bad}, {"o0": bad},
-               ranges=(31,), expect_error=KernelAssertError),
-    ]
-
-
-@dataclass(frozen=True)
-class MaskedBody(BodyBase):
-    """out[x0, x1] = a[x0, x1] if x1 < width else other, with the load predicated by `masked`."""
-
-    width: int = 0
-    other: Any = 0
-    dtype: torch.dtype = torch.float32
-
-    def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
-        mask = ops.lt(ops.index_expr(x[1], torch.int64), ops.constant(self.width, torch.int64))
-
-        def body() -> Any:
-            return ops.load(self.buf("a0"), x[0] * self.width + x[1])
-
-        ops.store(self.buf("o0"), x[0] * SHAPE[1] + x[1], ops.masked(mask, body, self.other))
-
-
-def _masked(dtype: torch.dtype) -> list[Probe]:
-    width = SHAPE[1] - 7
-    a = generate("any", dtype, (SHAPE[0], width), seed_of("masked", dtype))
-    others: tuple[Any, ...] = (False,) if dtype == torch.bool else (0, 3)
-    if dtype in FLOATS:
-        others = (0.0, -math.inf)
-    probes = []
-    for other in others:
-        want = torch.full(SHAPE, other, dtype=dtype)
-        want[:, :width] = a
-        body = MaskedBody(width=width, other=other, dtype=dtype)
-        probes.append(_probe("masked", dtype, "other", f"other={other}", body, {"a0": a},
-                             {"o0": want}))
+                probes.append(
+                    _probe(
+                        "bucketize",
+                        dtype,
+                        "indexing",
+                        variant,
+                        body,
+                        inputs,
+                        {"o0": want},
+                        ranges=(97,),
+                    )
+                )
     return probes
 
 
@@ -363,9 +390,4 @@ BASIC: tuple[SpecialCase, ...] = (
     SpecialCase("index_expr", "indexing", INDEX, _index_expr),
     SpecialCase("indirect_indexing", "indexing", INDEX, _gather),
     SpecialCase("value_expr", "indexing", _NUMERIC, _value_expr),
-    SpecialCase("constant", "other", ALL, _constants),
-    SpecialCase("device_assert_async", "other", _NUMERIC, _asserts),
-    SpecialCase("masked", "other", ALL, _masked),
 )
-
-

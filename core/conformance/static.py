@@ -16,7 +16,9 @@ class StaticReport:
     missing: list[str] = field(default_factory=list)  # neither defined nor declared unsupported
     unsupported: dict[str, str] = field(default_factory=dict)  # declared in caps, with reasons
     extra: list[str] = field(default_factory=list)  # public callables that are not ops
-    wrapper_missing: dict[str, dict[str, str]] = field(default_factory=dict)  # wrapper -> line -> why
+    wrapper_missing: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # wrapper -> line -> why
 
     @property
     def failures(self) -> int:
@@ -24,10 +26,9 @@ class StaticReport:
         return len(self.missing) + len(self.extra) + wrappers
 
     def lines(self) -> list[str]:
-        out = [
-            f"static: {len(OP_NAMES) - len(self.missing) - len(self.unsupported)}/{len(OP_NAMES)}"
-            f" ops defined by {self.ops_cls}, {len(self.unsupported)} declared unsupported"
-        ]
+        defined = len(OP_NAMES) - len(self.missing) - len(self.unsupported)
+        head = f"static: {defined}/{len(OP_NAMES)} ops defined by {self.ops_cls}, "
+        out = [head + f"{len(self.unsupported)} declared unsupported"]
         if self.missing:
             out.append(f"  MISSING ops ({len(self.missing)}): {', '.join(self.missing)}")
         if self.extra:
