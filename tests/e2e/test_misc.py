@@ -1,0 +1,74 @@
+"""Scans, sort/topk, indexing, random ops, torch.export and option validation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from polyduct.errors import UnknownName
+from polyduct.frontend.compile import compile_exported
+
+from .helpers import assert_same, check, compile_fn
+
+
+def test_cumsum_cumprod(backends: tuple[str, str]) -> None:
+    check(
+        lambda x: (x.cumsum(1), x.cumprod(0), torch.logcumsumexp(x, 1)), backends, torch.randn(4, 9)
+    )
+    check(lambda x: x.cumsum(0), backends, torch.randint(-5, 5, (11,)))
+
+
+def test_topk_and_sort(backends: tuple[str, str]) -> None:
+    x = torch.randn(5, 12)
+    check(lambda x: (torch.topk(x, 3, dim=1), torch.sort(x, dim=1, stable=True)), backends, x)
+
+
+def test_gather_scatter(backends: tuple[str, str]) -> None:
+    x = torch.randn(6, 8)
+    idx = torch.randint(0, 8, (6, 3))
+
+    def fn(x: torch.Tensor, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        g = torch.gather(x, 1, idx)
+        s = torch.zeros(6, 8).scatter_add(1, idx, torch.ones(6, 3))
+        return g * 2, s + 1, x[idx[:, 0] % 6], x.index_select(1, idx[0])
+
+    check(fn, backends, x, idx)
+
+
+def test_dropout_reproducible_with_seed(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x, 0.5, training=True) + 1
+
+    compiled, _ = compile_fn(fn, backends)
+    x = torch.randn(64, 16)
+    torch.manual_seed(123)
+    first = compiled(x)
+    torch.manual_seed(123)
+    second = compiled(x)
+    assert_same(first, second, atol=0, rtol=0)
+    kept = (first - 1) != 0
+    assert 0.3 < kept.float().mean().item() < 0.7
+    torch.testing.assert_close((first - 1)[kept], (x * 2)[kept])
+
+
+def test_torch_export(backends: tuple[str, str]) -> None:
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.LayerNorm(8), torch.nn.ReLU())
+    x = torch.randn(3, 8)
+    exported = torch.export.export(model, (x,))
+    kernels, wrapper = backends
+    run = compile_exported(exported, {"kernels": kernels, "wrapper": wrapper})
+    with torch.no_grad():
+        assert_same(run(x), model(x), atol=1e-5)
+
+
+def test_unknown_backend_lists_installed() -> None:
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: x + 1, backend="polyduct", options={"kernels": "no-such"})
+    with pytest.raises(Exception, match="unknown kernel backend 'no-such'; installed: .*reference"):
+        fn(torch.randn(3))
+    with pytest.raises(UnknownName):
+        from polyduct import plugins
+        from polyduct.frontend.options import FrontendOptions
+
+        FrontendOptions(kernels="no-such").validate(plugins.load())
