@@ -22,6 +22,7 @@ class Check:
     slot: int
     size: str
     buffer: str = "?"
+    message: str | None = None  # set for device assertions: raised as KernelAssertError
 
 
 @dataclass

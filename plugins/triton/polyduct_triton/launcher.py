@@ -96,6 +96,10 @@ def _raise_index_error(err):
 
     flags = err.view(-1, 3)
     slot = int(torch.nonzero(flags[:, 0]).flatten()[0])
+    if slot in ASSERTS:
+        from polyduct.errors import KernelAssertError
+
+        raise KernelAssertError(NAME, "triton", ASSERTS[slot])
     raise KernelIndexError(NAME, CHECKED[slot], int(flags[slot, 1]), int(flags[slot, 2]))
 '''
 
@@ -116,10 +120,14 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
     written = [i for i, b in enumerate(spec.args) if b.role in ("out", "inout")]
     numels = [_py(ctx, b.numel) for b in spec.args] + [_py(ctx, product(spec.ranges))]
     checked = ", ".join(string_literal(c.buffer) for c in ctx.checks)
+    asserts = ", ".join(
+        f"{c.slot}: {string_literal(c.message)}" for c in ctx.checks if c.message is not None
+    )
     lines = [
         f"KIND = {string_literal(spec.kind)}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",
+        f"ASSERTS = {{{asserts}}}",
         _RUNTIME,
         "",
         f"def launch({', '.join(tensors + sizes)}):",

@@ -108,12 +108,15 @@ class TritonMemoryOps(TritonEmitter):
 
     def _report(self, check: Check, value: str, ok: str) -> None:
         """Record a failed check in the error buffer: [flag, index, size] per check slot."""
-        bad = f"(({ok}) == 0) & {self.ctx.mask()}"
+        bad, zero = self.ctx.fresh("bad"), self.ctx.fresh("zb")
         base = f"err_ptr + {3 * check.slot}"
-        zero = "tl.zeros([1, 1], tl.int64)"
         loop = self.ctx.stage.loop
+        loop.line(f"{bad} = (({ok}) == 0) & {self.ctx.mask()}")
+        # Pointer, value and mask must share one shape: broadcast all three to the widest.
+        loop.line(f"{zero} = {bad}.to(tl.int64) * 0 + ({value}) * 0")
+        loop.line(f"{bad} = {bad} & ({zero} == 0)")
         loop.line(f"tl.store({base} + {zero}, {zero} + 1, {bad})")
-        loop.line(f"tl.store({base} + 1 + {zero}, {zero} + {value}, {bad})")
+        loop.line(f"tl.store({base} + 1 + {zero}, {zero} + ({value}), {bad})")
         loop.line(f"tl.store({base} + 2 + {zero}, {zero} + ({check.size}), {bad})")
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
@@ -139,10 +142,11 @@ class TritonMemoryOps(TritonEmitter):
         return self._v(f"tl.where({mask}, {result}, {self._held(other, result.dtype)})", result.dtype)
 
     def device_assert_async(self, cond: V, msg: str) -> None:
-        from polyduct.codegen import string_literal
-
-        ok = f"({cond}) | (({self.ctx.mask()}) == 0)"
-        self.ctx.stage.loop.line(f"tl.device_assert({ok}, {string_literal(msg)})")
+        # Reported through the error buffer (not tl.device_assert, which the interpreter and
+        # non-debug GPU builds skip); the launcher raises KernelAssertError with `msg`.
+        check = Check(len(self.ctx.checks), "0", "<assert>", message=msg)
+        self.ctx.checks.append(check)
+        self._report(check, "0", f"({cond}) != 0")
 
     def load_seed(self, name: str, offset: V) -> V:
         return self._v(f"tl.load({self.ctx.arg(name)} + ({offset}))", torch.int64)
@@ -173,6 +177,7 @@ class TritonMemoryOps(TritonEmitter):
         sidx = "0" if sorter_indices is None else str(sorter_indices)
         expr = (
             f"_bucketize({values}, {self.ctx.arg(name)}, {ln}, {nl}, {st}, "
-            f"{boundary_indices}, {right}, {srt}, {sst}, {sidx}, {self.ctx.mask()})"
+            f"{boundary_indices}, {right}, {srt}, {sst}, {sidx}, {self.ctx.mask()}, "
+            f"{self.ctx.spec.buffer(name).dtype == torch.bfloat16})"
         )
         return self._v(f"{expr}.to({compute_tl(indexing_dtype)})", indexing_dtype)

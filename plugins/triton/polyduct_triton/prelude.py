@@ -40,7 +40,7 @@ def _randint64(seed, offset, low, high):
 
 @triton.jit
 def _bucketize(values, bptr, length, numel, stride, bidx, right: tl.constexpr, sptr, sstride,
-               sidx, mask):
+               sidx, mask, bf16: tl.constexpr):
     low = tl.zeros_like(values).to(tl.int64) + tl.zeros_like(bidx).to(tl.int64)
     high = low + length
     span = length + 1
@@ -52,6 +52,8 @@ def _bucketize(values, bptr, length, numel, stride, bidx, right: tl.constexpr, s
         else:
             pos = tl.load(sptr + sidx + mid * sstride, ok, other=0).to(tl.int64)
         bound = tl.load(bptr + bidx + pos * stride, ok, other=0)
+        if bf16:
+            bound = _bf16_value(bound)
         if right:
             above = values >= bound
         else:
