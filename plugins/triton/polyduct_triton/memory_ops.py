@@ -64,8 +64,14 @@ class TritonMemoryOps(TritonEmitter):
             return
         ptr, idx = self.ctx.arg(name), self.ctx.index(index)
         val, mask = self._stored(value, buf.dtype), self._mask_for(index, name)
-        fn = "tl.atomic_add" if mode == "atomic_add" else "tl.store"
-        self.ctx.stage.loop.line(f"{fn}({ptr} + ({idx}), {val}, {mask})")
+        if mode == "atomic_add" and buf.dtype.itemsize < 4 and buf.dtype != torch.float16:
+            val = self._cast(value, torch.float32 if buf.dtype == torch.bfloat16 else buf.dtype)
+            width, bf16 = 8 * buf.dtype.itemsize, buf.dtype == torch.bfloat16
+            line = f"_atomic_add_narrow({ptr} + ({idx}), {val}, {mask}, {ptr}, {width}, {bf16})"
+        else:
+            fn = "tl.atomic_add" if mode == "atomic_add" else "tl.store"
+            line = f"{fn}({ptr} + ({idx}), {val}, {mask})"
+        self.ctx.stage.loop.line(line)
         self.ctx.cse.invalidate()
 
     def store_reduction(self, name: str, index: sympy.Expr, value: V) -> None:

@@ -39,6 +39,33 @@ def _randint64(seed, offset, low, high):
 
 
 @triton.jit
+def _atomic_add_narrow(ptr, val, mask, base, WIDTH: tl.constexpr, BF16: tl.constexpr):
+    # atomic_add on 8/16-bit elements (no native atomic): compare-and-swap of the aligned 32-bit
+    # word holding the element, retried until no lane lost a race. Idle lanes CAS a valid word
+    # with itself (atomic_cas has no mask), which never changes memory.
+    addr = ptr.to(tl.int64)
+    low = addr & 3
+    wptr = (addr - low).to(tl.pointer_type(tl.uint32))
+    base_i = base.to(tl.int64)
+    safe = (base_i - (base_i & 3)).to(tl.pointer_type(tl.uint32))
+    shift = (low * 8).to(tl.uint32)
+    fmask = (tl.zeros_like(shift) + ((1 << WIDTH) - 1)).to(tl.uint32)
+    todo = mask & (addr == addr)
+    while tl.max(todo.to(tl.int32)) > 0:
+        cur = tl.where(todo, wptr, safe)
+        old = tl.load(cur)
+        field = (old >> shift) & fmask
+        if BF16:
+            total = _bf16_bits(_bf16_value(field.to(tl.int16)) + val).to(tl.uint32) & fmask
+        else:
+            total = (field + val.to(tl.uint32)) & fmask
+        new = tl.where(todo, (old & ~(fmask << shift)) | (total << shift), old)
+        prev = tl.atomic_cas(cur, old, new)
+        todo = todo & (prev != old)
+    return 0
+
+
+@triton.jit
 def _bucketize(values, bptr, length, numel, stride, bidx, right: tl.constexpr, sptr, sstride,
                sidx, mask, bf16: tl.constexpr):
     low = tl.zeros_like(values).to(tl.int64) + tl.zeros_like(bidx).to(tl.int64)
