@@ -154,7 +154,7 @@ class CppOps(SpecialFnOps):
         return self._v("isnan", f"std::isnan({x0})", x0)
 
     def signbit(self, x0: CVal) -> CVal:
-        return self._v("signbit", f"std::signbit({x0})", x0)
+        return self._v("signbit", f"pd_signbit({x0})", x0)
 
     # dtype
     def _to_int(self, fn: str, x: CVal, dtype: torch.dtype) -> CVal:

@@ -28,7 +28,7 @@ PD_INLINE float pd_bf16_to_f32(pd_bf16 b) { return pd_bitcast<float>(uint32_t(b)
 PD_INLINE pd_bf16 pd_f32_to_bf16(float f) {
     // Round to nearest even, as torch does; NaN stays a quiet NaN.
     uint32_t u = pd_bitcast<uint32_t>(f);
-    if (f != f) return pd_bf16(0x7fc0);
+    if (f != f) return pd_bf16((u >> 16) | 0x0040u);  // keep sign and payload, force quiet
     u += 0x7fffu + ((u >> 16) & 1u);
     return pd_bf16(u >> 16);
 }
@@ -138,6 +138,14 @@ template <class T> PD_INLINE T pd_sinh(T x) {
 // torch's normal CDF: 0.5 * (1 + erf(x / sqrt 2)) in the value's type.
 template <class T> PD_INLINE T pd_ndtr(T x) {
     return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+}
+
+// signbit through the bits (std::signbit on float trips a GCC 12 vectoriser ICE).
+template <class T> PD_INLINE bool pd_signbit(T x) {
+    if constexpr (std::is_same_v<T, float>) return (pd_bitcast<uint32_t>(x) >> 31) != 0;
+    else if constexpr (std::is_same_v<T, double>) return (pd_bitcast<uint64_t>(x) >> 63) != 0;
+    else if constexpr (std::is_signed_v<T>) return x < 0;
+    else return false;
 }
 
 template <class T> PD_INLINE T pd_frexp(T x, int32_t* e) {
