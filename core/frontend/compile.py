@@ -21,6 +21,7 @@ from polyduct.frontend.lowering import FallbackReport, GraphLowering, LoweringFn
 from polyduct.frontend.options import FrontendOptions
 from polyduct.frontend.scheduler import KernelPlan, schedule
 from polyduct.frontend.wrapper_gen import build_program
+from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
 from polyduct.wrapper_ir import WrapperProgram
@@ -70,6 +71,8 @@ def compile_graph(
     options.validate(plugins)
     lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost)
     graph = lowering.run(gm)
+    total_outputs = len(graph.outputs)
+    constants = _take_constant_outputs(graph)
     planned = plan(graph, schedule(graph))
     backend = plugins.kernel_backend(options.kernels, options.kernel_options)
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
@@ -81,11 +84,39 @@ def compile_graph(
     program = plan_memory(program)
     wrapper = plugins.wrapper_backend(options.wrapper, options.wrapper_options)
     loader = plugins.kernel_loader({options.kernels: dict(options.kernel_options)})
-    fn = wrapper.build(program, loader)
+    fn = _with_constants(wrapper.build(program, loader), constants, total_outputs)
     compiled = CompiledGraph(specs, sources, program, lowering.report, fn, wrapper.render(program))
     if options.observer is not None:
         options.observer(compiled)
     return compiled
+
+
+def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
+    """Remove outputs that are not tensors or size symbols (None gradients, plain ints).
+
+    The Wrapper IR returns only buffers and size symbols; these constants are put back in place
+    around the built callable.
+    """
+    constants = {
+        i: (int(out) if isinstance(out, sympy.Integer) else out)
+        for i, out in enumerate(graph.outputs)
+        if not isinstance(out, StorageView) and not (isinstance(out, sympy.Expr) and out.is_Symbol)
+    }
+    graph.outputs = [out for i, out in enumerate(graph.outputs) if i not in constants]
+    return constants
+
+
+def _with_constants(
+    fn: Callable[..., Any], constants: dict[int, Any], total: int
+) -> Callable[..., Any]:
+    if not constants:
+        return fn
+
+    def run(*args: Any) -> list[Any]:
+        produced = iter(fn(*args))
+        return [constants[i] if i in constants else next(produced) for i in range(total)]
+
+    return run
 
 
 def compile_exported(
