@@ -27,6 +27,8 @@ class MathDecompositions:
         um1 = self.sub(u, self._k(1.0, x0))
         kahan = self.truediv(self.mul(um1, x0), self.log(u))
         out = self.where(self.eq(u, self._k(1.0, x0)), x0, kahan)
+        # Kahan's correction matters near 0 only; for larger |x| it would overflow um1 * x.
+        out = self.where(self.gt(self.abs(x0), self._k(0.5, x0)), um1, out)
         out = self.where(self.eq(um1, self._k(-1.0, x0)), um1, out)
         return self.where(self.isinf(u), u, out)
 
@@ -84,7 +86,8 @@ class MathDecompositions:
         t = self.sub(x0, self._k(1.0, x0))
         small = self.log1p(self.add(t, self.sqrt(self.add(self.mul(t, self._k(2.0, t)), self.mul(t, t)))))
         big = self.add(self.log(x0), self._k(math.log(2.0), x0))
-        return self.where(self.gt(x0, self._k(2.0**28, x0)), big, small)
+        out = self.where(self.gt(x0, self._k(2.0**28, x0)), big, small)
+        return self.where(self.lt(x0, self._k(1.0, x0)), self._k(math.nan, x0), out)
 
     def atanh(self, x0: V) -> V:
         a = self.abs(x0)

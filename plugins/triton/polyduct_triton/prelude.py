@@ -161,7 +161,8 @@ def _fpow(x, y):
     mag = tl.where(small, r, general)
     mag = tl.where((ax == 1) & (tl.abs(y) == float("inf")), 1.0, mag)
     out = tl.where((x < 0) & odd, -mag, mag)
-    out = tl.where((x < 0) & (yi == 0) & (ay != float("inf")), float("nan"), out)
+    finite_neg = (x < 0) & (ax != float("inf"))
+    out = tl.where(finite_neg & (yi == 0) & (ay != float("inf")), float("nan"), out)
     # Signed zero base with odd negative/positive exponent keeps its sign (C pow).
     zneg = (x == 0) & (x.to(tl.float64).to(tl.int64, bitcast=True) < 0) & odd
     out = tl.where(zneg, -out, out)
