@@ -146,7 +146,11 @@ def _fpow(x, y):
     ax = tl.abs(x)
     yi = tl.floor(y) == y
     odd = yi & (tl.abs(y) < 9007199254740992.0) & ((y % 2.0) != 0)
-    general = tl.exp(y * tl.log(ax))
+    if x.dtype == tl.float32:
+        # exp(y*log|x|) in float64 keeps the float32 result correctly rounded in practice.
+        general = tl.exp(y.to(tl.float64) * tl.log(ax.to(tl.float64))).to(tl.float32)
+    else:
+        general = tl.exp(y * tl.log(ax))
     # Small integer exponents by repeated squaring: exact squares stay exact.
     ay = tl.abs(y)
     small = yi & (ay <= 64)
