@@ -31,6 +31,7 @@ class Case:
     atol64: float = 0.0
     atol32: float = 0.0
     edges: bool = True
+    exp_inputs: bool = False  # sample log-uniformly: the inputs are exp(x) for x in `ranges`
 
 
 def _sample(lo: float, hi: float, n: int, seed: int, edges: bool) -> Tensor:
@@ -51,6 +52,8 @@ def _inputs(case: Case, dtype: torch.dtype, n: int = 3000) -> list[Tensor]:
     if len(args) == 2:  # every pairing of a few values of each: a grid beats a zip for 2-arg ops
         a, b = args[0][:, None], args[1][None, :60]
         args = [a.expand(-1, b.shape[1]).reshape(-1), b.expand(a.shape[0], -1).reshape(-1)]
+    if case.exp_inputs:
+        args = [a.exp() for a in args]
     return [a.to(dtype) for a in args]
 
 
@@ -86,6 +89,15 @@ CASES: tuple[Case, ...] = (
     Case("digamma", torch.digamma, ((-40.0, 40.0),), atol64=1e-14, atol32=2e-5),
     Case("digamma", torch.digamma, ((0.0, 6.0),), rtol64=1e-13, atol64=1e-15, atol32=1e-6),
     Case("polygamma", _polygamma, ((0, 6), (0.05, 30.0)), rtol64=1e-12, rtol32=2e-5),
+    Case("erfcx", torch.special.erfcx, ((-27.0, 40.0),), rtol32=2e-5),
+    Case("erfcx", torch.special.erfcx, ((-1.0, 1e6),)),
+    Case("erfinv", torch.erfinv, ((-1.0, 1.0),), atol32=1e-7),
+    Case("erfinv", torch.erfinv, ((0.999999, 1.0),)),
+    Case("ndtr", torch.special.ndtr, ((-40.0, 10.0),), atol32=1e-38),
+    Case("ndtri", torch.special.ndtri, ((0.0, 1.0),), atol32=1e-7),
+    Case("ndtri", torch.special.ndtri, ((-700.0, 0.0),), rtol32=1e-4, exp_inputs=True),
+    Case("log_ndtr", torch.special.log_ndtr, ((-50.0, 10.0),), atol32=1e-10),
+    Case("spherical_bessel_j0", torch.special.spherical_bessel_j0, ((-30.0, 30.0),), atol64=1e-16),
     Case("zeta", torch.special.zeta, ((1.001, 40.0), (0.01, 60.0)), rtol32=2e-5, atol32=1e-36),
 )
 

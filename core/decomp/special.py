@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyduct.decomp import gamma
+from polyduct.decomp import gamma, normal
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
 
@@ -35,5 +35,27 @@ class GammaMixin:
         return gamma.zeta(self, x, y)
 
 
-class SpecialFunctionsMixin(GammaMixin):
+class NormalMixin:
+    """erfcx, erfinv, ndtr, ndtri, log_ndtr, spherical_bessel_j0."""
+
+    def erfcx(self: Ops, x: Any) -> Any:
+        return normal.erfcx(self, x)
+
+    def erfinv(self: Ops, x0: Any) -> Any:
+        return normal.erfinv(self, x0)
+
+    def ndtr(self: Ops, x: Any) -> Any:
+        return normal.ndtr(self, x)
+
+    def ndtri(self: Ops, x: Any) -> Any:
+        return normal.ndtri(self, x)
+
+    def log_ndtr(self: Ops, x: Any) -> Any:
+        return normal.log_ndtr(self, x)
+
+    def spherical_bessel_j0(self: Ops, x: Any) -> Any:
+        return normal.spherical_bessel_j0(self, x)
+
+
+class SpecialFunctionsMixin(GammaMixin, NormalMixin):
     """Every special function of the op set, from basic ops (see the family mixins)."""
