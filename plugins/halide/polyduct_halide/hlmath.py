@@ -130,7 +130,7 @@ def sign(x: E) -> E:
     one, zero = c(x, 1), c(x, 0)
     if x.type().is_uint():
         return hl.select(x > zero, one, zero)
-    return hl.select(x > zero, one, hl.select(x < zero, -one, x))
+    return hl.select(x > zero, one, hl.select(x < zero, -one, zero))
 
 
 def floordiv(a: E, b: E) -> E:
@@ -153,18 +153,88 @@ def remainder(a: E, b: E) -> E:
     return hl.select(fix, r + b, r)
 
 
+def _pow2_mod(d: E, m: E) -> E:
+    result, base = hl.i64(1), hl.i64(2) % m
+    for i in range(9):
+        bit = ((d >> i) & 1) != 0
+        result = hl.select(bit, (result * base) % m, result)
+        base = (base * base) % m
+    return result
+
+
+def _fmod32(a: E, b: E) -> E:
+    # Exact: |a| = ma * 2^(ea-150), |b| = mb * 2^(eb-150); fmod = ((ma * 2^(ea-eb)) mod mb) * ulp(b).
+    ia = hl.cast(hl.Int(64), hl.reinterpret(hl.Int(32), a) & 0x7FFFFFFF)
+    ib = hl.cast(hl.Int(64), hl.reinterpret(hl.Int(32), b) & 0x7FFFFFFF)
+    ea, eb = ia >> 23, ib >> 23
+    ma = hl.select(ea == 0, ia & 0x7FFFFF, (ia & 0x7FFFFF) | 0x800000)
+    mb = hl.select(eb == 0, ib & 0x7FFFFF, (ib & 0x7FFFFF) | 0x800000)
+    ea, eb = hl.max(ea, 1), hl.max(eb, 1)
+    mb = hl.max(mb, 1)
+    rem = ((ma % mb) * _pow2_mod(hl.max(ea - eb, 0), mb)) % mb
+    scale = hl.pow(hl.f64(2.0), hl.cast(hl.Float(64), eb - 150))
+    mag = hl.select(ia < ib, hl.abs(hl.cast(hl.Float(64), a)), hl.cast(hl.Float(64), rem) * scale)
+    return hl.cast(hl.Float(32), hl.select(signbit(a), -mag, mag))
+
+
+def _fmod64(a: E, b: E) -> E:
+    # r = a - q*b with the product's rounding error recovered (Dekker), exact while q < 2^53.
+    q = hl.trunc(a / b)
+    p = q * b
+    split = hl.f64(134217729.0)
+    qh = q * split - (q * split - q)
+    bh = b * split - (b * split - b)
+    err = ((qh * bh - p) + qh * (b - bh) + (q - qh) * bh) + (q - qh) * (b - bh)
+    r = (a - p) - err
+    zero = hl.f64(0.0)
+    step = hl.select(signbit(a), -hl.abs(b), hl.abs(b))
+    r = hl.select((r != zero) & (signbit(r) != signbit(a)), r + step, r)
+    r = hl.select(hl.abs(r) >= hl.abs(b), r - step, r)
+    return hl.select(hl.abs(a) < hl.abs(b), a, r)
+
+
 def fmod(a: E, b: E) -> E:
-    """C fmod: a - trunc(a / b) * b, exact for float32 through float64 arithmetic."""
+    """C fmod, and NaN where a / b overflows (as torch's vectorised CPU kernel)."""
     a, b = ex(a), ex(b)
-    if a.type().bits() == 32:
-        wa, wb = hl.cast(hl.Float(64), a), hl.cast(hl.Float(64), b)
-        q = hl.trunc(wa / wb)
-        r = hl.cast(hl.Float(32), wa - q * wb)
-    else:
-        q = hl.trunc(a / b)
-        r = a - q * b
-    r = hl.select(hl.is_inf(b) & hl.is_finite(a), a, r)
-    return hl.select(r == c(r, 0), hl.select(signbit(a), -c(r, 0), c(r, 0)), r)
+    r = _fmod32(a, b) if a.type().bits() == 32 else _fmod64(a, b)
+    bad = hl.is_inf(a) | hl.is_nan(a) | hl.is_nan(b) | (b == c(b, 0)) | hl.is_inf(a / b)
+    r = hl.select(hl.is_inf(b) & hl.is_finite(a), a, hl.select(bad, c(a, float("nan")), r))
+    return hl.select(r == c(r, 0), hl.select(signbit(a), neg(c(r, 0)), c(r, 0)), r)
+
+
+def neg(x: E) -> E:
+    """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0)."""
+    x = ex(x)
+    if not is_float(x):
+        return -x
+    it = hl.Int(x.type().bits())
+    return hl.reinterpret(x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1)))
+
+
+def copysign(a: E, b: E) -> E:
+    """|a| with the sign bit of b."""
+    a, b = ex(a), ex(b)
+    it = hl.Int(a.type().bits())
+    mask = hl.cast(it, 1) << (a.type().bits() - 1)
+    bits = (hl.reinterpret(it, a) & ~mask) | (hl.reinterpret(it, b) & mask)
+    return hl.reinterpret(a.type(), bits)
+
+
+def cosh(x: E) -> E:
+    """cosh; float32 overflows where exp(|x|) does, as torch's float32 kernel."""
+    x = ex(x)
+    out = via64(hl.cosh, x)
+    if x.type().bits() == 32:
+        out = hl.select(hl.abs(x) > hl.f32(88.72283935546875), hl.f32(float("inf")), out)
+    return out
+
+
+def via64(fn: Callable[..., E], *xs: E) -> E:
+    """fn evaluated in float64 (libm accuracy and special values) and rounded back."""
+    x = ex(xs[0])
+    if x.type().bits() == 64:
+        return fn(*xs)
+    return hl.cast(x.type(), fn(*(hl.cast(hl.Float(64), v) for v in xs)))
 
 
 def fma(x: E, y: E, z: E) -> E:
@@ -182,10 +252,8 @@ def mul_rn(x: E, y: E) -> E:
 
 
 def fpow(a: E, b: E) -> E:
-    """Float power with C pow's special cases."""
-    a, b = ex(a), ex(b)
-    one = c(a, 1)
-    return hl.select((b == c(b, 0)) | (a == one), one, hl.pow(a, b))
+    """Float power with C pow's special cases (libm pow in float64)."""
+    return via64(hl.pow, a, b)
 
 
 def ipow(a: E, b: E) -> E:
@@ -205,6 +273,10 @@ def ipow(a: E, b: E) -> E:
 
 def hypot(a: E, b: E) -> E:
     """sqrt(a^2 + b^2) without overflow; inf wins over NaN."""
+    return via64(_hypot, a, b)
+
+
+def _hypot(a: E, b: E) -> E:
     a, b = hl.abs(ex(a)), hl.abs(ex(b))
     big, small = hl.max(a, b), hl.min(a, b)
     ratio = hl.select(big == c(big, 0), c(big, 0), small / big)
@@ -221,41 +293,55 @@ def ldexp(x: E, n: E) -> E:
 
 def log2(x: E) -> E:
     """Base-2 log (float64 intermediate for float32)."""
-    return _via64(x, lambda w: hl.log(w) * (1.0 / 0.6931471805599453))
+    return via64(_log2_64, x)
 
 
 def log10(x: E) -> E:
     """Base-10 log (float64 intermediate for float32)."""
-    return _via64(x, lambda w: hl.log(w) * (1.0 / 2.302585092994046))
+    return via64(_log10_64, x)
 
 
-def _via64(x: E, fn: Callable[[E], E]) -> E:
-    x = ex(x)
-    return hl.cast(x.type(), fn(hl.cast(hl.Float(64), x)))
+def _log2_64(w: E) -> E:
+    return hl.log(w) / hl.f64(0.6931471805599453)
+
+
+def _log10_64(w: E) -> E:
+    return hl.log(w) / hl.f64(2.302585092994046)
+
+
+def _sigmoid64(x: E) -> E:
+    return hl.f64(1.0) / (hl.f64(1.0) + hl.exp(neg(x)))
 
 
 def sigmoid(x: E) -> E:
     """1 / (1 + exp(-x))."""
-    x = ex(x)
-    return c(x, 1) / (c(x, 1) + hl.exp(-x))
+    return via64(_sigmoid64, x)
+
+
+def _expm1_64(x: E) -> E:
+    # Kahan: (u - 1) * x / log(u) with u = exp(x) rounded.
+    u = hl.exp(x)
+    um1 = u - hl.f64(1.0)
+    mid = um1 * (x / hl.log(u))
+    small = hl.select(u == hl.f64(1.0), x, hl.select(um1 == hl.f64(-1.0), hl.f64(-1.0), mid))
+    return hl.select(hl.is_inf(u) | hl.is_nan(x), um1, small)
 
 
 def expm1(x: E) -> E:
-    """exp(x) - 1, accurate near 0 (Kahan's method)."""
-    x = ex(x)
-    u = hl.exp(x)
-    um1 = u - c(x, 1)
-    mid = um1 * x / hl.log(u)
-    small = hl.select(u == c(x, 1), x, hl.select(um1 == c(x, -1), c(x, -1), mid))
-    return hl.select(hl.is_inf(u) | hl.is_nan(x), u - c(x, 1), small)
+    """exp(x) - 1, accurate near 0."""
+    return via64(_expm1_64, x)
+
+
+def _log1p64(x: E) -> E:
+    # Goldberg: log(u) * x / (u - 1) with u = 1 + x rounded.
+    u = hl.f64(1.0) + x
+    mid = hl.log(u) * (x / (u - hl.f64(1.0)))
+    return hl.select(u == hl.f64(1.0), x, hl.select(hl.is_inf(u) | (u <= hl.f64(0.0)), hl.log(u), mid))
 
 
 def log1p(x: E) -> E:
-    """log(1 + x), accurate near 0 (Goldberg's method)."""
-    x = ex(x)
-    u = c(x, 1) + x
-    mid = hl.log(u) * x / (u - c(x, 1))
-    return hl.select((u == c(x, 1)), x, hl.select(hl.is_inf(u) | (u <= c(x, 0)), hl.log(u), mid))
+    """log(1 + x), accurate near 0."""
+    return via64(_log1p64, x)
 
 
 def shl(a: E, b: E) -> E:

@@ -49,7 +49,7 @@ def _erf_series(x: E) -> E:
     for n in range(1, 90):
         term = term * (2.0 * x2) / (2.0 * n + 1.0)
         acc = acc + term
-    return acc * hl.exp(-x2) * (2.0 / _SQRT_PI)
+    return acc * hl.exp(-x2) * hl.f64(2.0 / _SQRT_PI)
 
 
 def _erfc_cf(x: E) -> E:
@@ -57,7 +57,7 @@ def _erfc_cf(x: E) -> E:
     tail = x
     for k in range(120, 0, -1):
         tail = x + (k / 2.0) / tail
-    return 1.0 / tail / _SQRT_PI
+    return hl.f64(1.0) / tail / hl.f64(_SQRT_PI)
 
 
 def erf64(x: E) -> E:

@@ -42,7 +42,7 @@ class HalideElementwiseOps:
         return self._b("_m.mul_rn({a}, {b})", x, y)
 
     def neg(self, x0: HVal) -> HVal:
-        return self._u("{x}" if x0.dtype == BOOL else "-{x}", x0)
+        return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)
 
     def truediv(self, x0: HVal, x1: HVal) -> HVal:
         return self._b("{a} / {b}", x0, x1)
@@ -109,13 +109,13 @@ class HalideElementwiseOps:
         return self._m("hypot", x0, x1)
 
     def atan2(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b("hl.atan2({a}, {b})", x0, x1)
+        return self._b("_m.via64(hl.atan2, {a}, {b})", x0, x1)
 
     def copysign(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b("hl.select(_m.signbit({b}), -hl.abs({a}), hl.abs({a}))", x0, x1)
+        return self._b("_m.copysign({a}, {b})", x0, x1)
 
     def nextafter(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b(f"_m.nextafter({{a}}, {{b}}, {bits(x0.dtype)}, {_is_bf16(x0)})", x0, x1)
+        return self._b(f"_m.nextafter({{a}}, {{b}}, {max(32, bits(x0.dtype))}, False)", x0, x1)
 
     def ldexp(self, x0: HVal, n: HVal) -> HVal:
         return self._b("_m.ldexp({a}, {b})", x0, n)
@@ -129,13 +129,13 @@ class HalideElementwiseOps:
 
     # unary float math that Halide has
     def exp(self, x0: HVal) -> HVal:
-        return self._u("hl.exp({x})", x0)
+        return self._u("_m.via64(hl.exp, {x})", x0)
 
     def exp2(self, x0: HVal) -> HVal:
-        return self._u("hl.pow(hl.cast({x}.type(), 2), {x})", x0)
+        return self._u("_m.fpow(hl.cast({x}.type(), 2), {x})", x0)
 
     def log(self, x0: HVal) -> HVal:
-        return self._u("hl.log({x})", x0)
+        return self._u("_m.via64(hl.log, {x})", x0)
 
     def log2(self, x0: HVal) -> HVal:
         return self._m("log2", x0)
@@ -147,40 +147,40 @@ class HalideElementwiseOps:
         return self._u("hl.sqrt({x})", x0)
 
     def sin(self, x0: HVal) -> HVal:
-        return self._u("hl.sin({x})", x0)
+        return self._u("_m.via64(hl.sin, {x})", x0)
 
     def cos(self, x0: HVal) -> HVal:
-        return self._u("hl.cos({x})", x0)
+        return self._u("_m.via64(hl.cos, {x})", x0)
 
     def tan(self, x0: HVal) -> HVal:
-        return self._u("hl.tan({x})", x0)
+        return self._u("_m.via64(hl.tan, {x})", x0)
 
     def asin(self, x0: HVal) -> HVal:
-        return self._u("hl.asin({x})", x0)
+        return self._u("_m.via64(hl.asin, {x})", x0)
 
     def acos(self, x0: HVal) -> HVal:
-        return self._u("hl.acos({x})", x0)
+        return self._u("_m.via64(hl.acos, {x})", x0)
 
     def atan(self, x0: HVal) -> HVal:
-        return self._u("hl.atan({x})", x0)
+        return self._u("_m.via64(hl.atan, {x})", x0)
 
     def sinh(self, x0: HVal) -> HVal:
-        return self._u("hl.sinh({x})", x0)
+        return self._u("_m.via64(hl.sinh, {x})", x0)
 
     def cosh(self, x0: HVal) -> HVal:
-        return self._u("hl.cosh({x})", x0)
+        return self._u("_m.cosh({x})", x0)
 
     def tanh(self, x0: HVal) -> HVal:
-        return self._u("hl.tanh({x})", x0)
+        return self._u("_m.via64(hl.tanh, {x})", x0)
 
     def asinh(self, x0: HVal) -> HVal:
-        return self._u("hl.asinh({x})", x0)
+        return self._u("_m.via64(hl.asinh, {x})", x0)
 
     def acosh(self, x0: HVal) -> HVal:
-        return self._u("hl.acosh({x})", x0)
+        return self._u("_m.via64(hl.acosh, {x})", x0)
 
     def atanh(self, x0: HVal) -> HVal:
-        return self._u("hl.atanh({x})", x0)
+        return self._u("_m.via64(hl.atanh, {x})", x0)
 
     def floor(self, x0: HVal) -> HVal:
         return self._u("hl.floor({x})", x0)
@@ -317,10 +317,6 @@ class HalideElementwiseOps:
 
 def _dt(dtype: torch.dtype) -> str:
     return f'"{str(dtype).removeprefix("torch.")}"'
-
-
-def _is_bf16(x: HVal) -> bool:
-    return x.dtype == torch.bfloat16
 
 
 def _bool_cmp(x: HVal, op: str) -> str:
