@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Final, final
 
+import torch
+from polyduct.decomp import SpecialFunctionsMixin
 from polyduct.ops import OP_NAMES
 
 from polyduct_triton.math_ops import MathDecompositions
@@ -11,13 +13,23 @@ from polyduct_triton.memory_ops import TritonMemoryOps
 from polyduct_triton.prim_ops import TritonPrimitiveOps
 from polyduct_triton.reduce_ops import TritonReduceOps
 from polyduct_triton.special_ops import SpecialFunctions
+from polyduct_triton.values import LOW_PRECISION, TritonValue
 
 
 @final
 class TritonOps(
-    SpecialFunctions, MathDecompositions, TritonReduceOps, TritonMemoryOps, TritonPrimitiveOps
+    SpecialFunctions,
+    SpecialFunctionsMixin,
+    MathDecompositions,
+    TritonReduceOps,
+    TritonMemoryOps,
+    TritonPrimitiveOps,
 ):
     """Triton expressions for every op; decompositions come from the mixins listed above."""
+
+    def _special_dtype(self, x: TritonValue) -> torch.dtype:
+        """Compute dtype of `x` for `polyduct.decomp`: float16/bfloat16 compute in float32."""
+        return torch.float32 if x.dtype in LOW_PRECISION else x.dtype
 
 
 UNSUPPORTED: Final[dict[str, str]] = {
