@@ -229,6 +229,9 @@ def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeRe
     except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
         if len(probes) == 1:
             return [_failure(session, probes[0], _format_exc(exc))]
+        refused, rest = _codegen_failures(session, probes)
+        if refused:  # codegen is cheap: drop probes it refuses before compiling again
+            return refused + (_bisect(session, rest, tag) if rest else [])
         half = len(probes) // 2
         return _bisect(session, probes[:half], tag) + _bisect(session, probes[half:], tag)
     results = []
@@ -239,6 +242,21 @@ def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeRe
         else:
             results.append(ProbeResult(probe, "passed"))
     return results
+
+
+def _codegen_failures(
+    session: Session, probes: Sequence[Probe]
+) -> tuple[list[ProbeResult], list[Probe]]:
+    """Probes whose codegen alone raises (as failures), and the others."""
+    refused, rest = [], []
+    for probe in probes:
+        try:
+            session.backend.codegen(build_specs([probe], "probe")[0])
+        except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
+            refused.append(ProbeResult(probe, "failed", _format_exc(exc), "<codegen failed>"))
+        else:
+            rest.append(probe)
+    return refused, rest
 
 
 def _run_single(session: Session, probe: Probe, tag: str) -> ProbeResult:
