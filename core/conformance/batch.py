@@ -18,7 +18,15 @@ import torch
 
 from polyduct.conformance.probe import Probe
 from polyduct.conformance.tolerance import compare
-from polyduct.kernel import KernelBackend, KernelBuffer, KernelFn, KernelSource, KernelSpec, Stage
+from polyduct.kernel import (
+    KernelBackend,
+    KernelBuffer,
+    KernelFn,
+    KernelSource,
+    KernelSpec,
+    Role,
+    Stage,
+)
 from polyduct.wrapper import WrapperBackend
 from polyduct.wrapper_ir import (
     Allocate,
@@ -62,13 +70,13 @@ class Session:
 
 def _numel(t: torch.Tensor | Any) -> int:
     span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
-    return max(span, 1)
+    return max(int(span), 1)
 
 
 def _buffers(probe: Probe, prefix: str) -> list[KernelBuffer]:
     bufs = []
     for name, t in probe.inputs.items():
-        role = "inout" if name in probe.inouts else "in"
+        role: Role = "inout" if name in probe.inouts else "in"
         bufs.append(KernelBuffer(prefix + name, t.dtype, role, sympy.Integer(_numel(t))))
     for name, o in probe.outputs.items():
         bufs.append(KernelBuffer(prefix + name, o.dtype, "out", sympy.Integer(_numel(o))))
@@ -90,7 +98,7 @@ def build_specs(probes: Sequence[Probe], tag: str) -> list[KernelSpec]:
     groups: dict[tuple[Any, ...], list[tuple[int, Probe]]] = {}
     for i, probe in enumerate(probes):
         groups.setdefault(_group_key(probe), []).append((i, probe))
-    specs = []
+    specs: list[KernelSpec] = []
     for members in groups.values():
         for start in range(0, len(members), MAX_STAGES):
             chunk = members[start : start + MAX_STAGES]

@@ -45,6 +45,11 @@ class BodyBase:
 
     prefix: str = field(default="", kw_only=True)
 
+    def __call__(
+        self, ops: OpHandler[Any], x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]
+    ) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no body")
+
     def buf(self, a: Access | str) -> str:
         return self.prefix + (a if isinstance(a, str) else a.name)
 
