@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from polyduct.codegen import identifier
 from polyduct.errors import UnknownName
 from polyduct.ops import OP_NAMES
 
@@ -110,6 +111,24 @@ class Resolver:
                     return override
         return None
 
+    def kernel_backend(self, aten_ops: Iterable[str], op_names: Iterable[str]) -> str | None:
+        """The backend for a kernel built from `aten_ops` holding op-set ops `op_names`.
+
+        The first override in the chain (graph scope first) that names one of them and sets
+        `kernels` decides; None when no override picks a backend.
+        """
+        origins, present = tuple(aten_ops), set(op_names)
+        for scope in self.chain:
+            for override in scope.ops:
+                if override.kernels is None:
+                    continue
+                if override.op.startswith("aten."):
+                    if any(matches(override.op, op) for op in origins):
+                        return override.kernels
+                elif override.op in present:
+                    return override.kernels
+        return None
+
     def for_ops(self, op_names: Iterable[str]) -> OpOverride | None:
         """The first override naming one of the op-set ops a kernel contains, if any."""
         present = set(op_names)
@@ -141,6 +160,23 @@ def resolve(
     return Resolver(tuple(chain)), graph_override
 
 
+def kept_whole(program: Scope | None, plugin_sets: Mapping[str, Scope]) -> tuple[str, ...]:
+    """Aten ops some scope runs as an extern or user lowering: they must not be decomposed.
+
+    Decomposition happens once for all graphs of a program, so a per-graph override keeps the op
+    whole in every graph (graphs without that override lower or call it as usual).
+    """
+    if program is None:
+        return ()
+    scopes = [program, *program.per_graph.values(), *(plugin_sets[n] for n in program.sets)]
+    return tuple(
+        o.op
+        for s in scopes
+        for o in s.ops
+        if o.op.startswith("aten.") and (o.extern is not False or o.lowering is not None)
+    )
+
+
 GRAPH_NAMES = ("forward", "backward", "inference")
 
 
@@ -157,6 +193,11 @@ def validate(
             raise UnknownName("override set", name, sets)
     for override in scope.ops:
         _check_op(override.op)
+        whole = override.extern is not False or override.lowering is not None or not override.fuse
+        if whole and not override.op.startswith("aten."):
+            raise UnknownName(
+                "aten op (extern, lowering and fuse apply to aten ops)", override.op, ()
+            )
         if override.kernels is not None and override.kernels not in kernels:
             raise UnknownName("kernel backend", override.kernels, kernels)
     for graph in scope.graphs:
@@ -192,3 +233,66 @@ def _close_aten_names(packet: str) -> list[str]:
     import difflib
 
     return difflib.get_close_matches(packet, dir(torch.ops.aten), n=8)
+
+
+def scope_from_set(name: str, overrides: Mapping[str, Any]) -> Scope:
+    """The `Scope` of a plugin's `OverrideSetSpec(name, overrides)`.
+
+    `overrides` maps an op name to an `OpOverride`, a mapping of its fields, or a kernel backend
+    name (short for `OpOverride(op, kernels=NAME)`); key `"graphs"` holds `GraphOverride`s.
+    """
+    ops: list[OpOverride] = []
+    graphs: tuple[GraphOverride, ...] = ()
+    for op, value in overrides.items():
+        if op == "graphs":
+            graphs = tuple(value)
+        elif isinstance(value, OpOverride):
+            ops.append(value if value.op == op else OpOverride(**{**_fields(value), "op": op}))
+        elif isinstance(value, str):
+            ops.append(OpOverride(op, kernels=value))
+        elif isinstance(value, Mapping):
+            ops.append(OpOverride(op, **value))
+        else:
+            raise TypeError(f"override set {name!r}: {op!r} -> {type(value).__name__} is invalid")
+    return Scope(ops=tuple(ops), graphs=graphs)
+
+
+def _fields(value: OpOverride) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__dataclass_fields__}
+
+
+EXTERN_NAMESPACE = "polyduct_scoped"
+_EXTERNS: dict[tuple[str, int], tuple[str, Any, Callable[..., Any]]] = {}
+
+
+def extern_op(aten_op: str, fn: Callable[..., Any]) -> str:
+    """Register `fn` as custom op `polyduct_scoped::<name>` with `aten_op`'s schema.
+
+    Wrappers resolve extern calls through `torch.ops`, so a user function becomes an op there;
+    its fake (meta) implementation is the aten op's. The op name comes from the aten op and the
+    function's qualified name, so generated code is deterministic. Returns `ns.name.default`.
+    """
+    key = (aten_op, id(fn))
+    if key in _EXTERNS:
+        return _EXTERNS[key][0]
+    parts = aten_op.split(".")
+    overload = getattr(getattr(torch.ops.aten, parts[1]), parts[2] if len(parts) > 2 else "default")
+    taken = {entry[0] for entry in _EXTERNS.values()}
+    base = identifier(f"{parts[1]}_{overload._overloadname}_{getattr(fn, '__qualname__', 'fn')}")
+    base, n = base.strip("_") or "fn", 0
+    name = base
+    while f"{EXTERN_NAMESPACE}.{name}.default" in taken:
+        n += 1
+        name = f"{base}_{n}"
+    schema = str(overload._schema)
+    lib = torch.library.Library(EXTERN_NAMESPACE, "FRAGMENT")
+    lib.define(name + schema[schema.index("(") :])
+    lib.impl(name, fn, "CompositeExplicitAutograd")
+
+    def fake(*args: Any, **kwargs: Any) -> Any:
+        return overload(*args, **kwargs)
+
+    torch.library.register_fake(f"{EXTERN_NAMESPACE}::{name}", fake, lib=lib)
+    qualified = f"{EXTERN_NAMESPACE}.{name}.default"
+    _EXTERNS[key] = (qualified, lib, fn)  # keeps the library (and so the op) alive
+    return qualified

@@ -6,6 +6,8 @@ The pipeline is a sequence of named steps; `CompiledGraph` keeps every intermedi
 
 from __future__ import annotations
 
+import copy
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,13 +19,16 @@ import torch.fx
 from polyduct import plugins as plugin_mod
 from polyduct.frontend import lowerings_misc, lowerings_pointwise, lowerings_reduce, lowerings_views
 from polyduct.frontend.kernel_plan import plan
-from polyduct.frontend.lowering import FallbackReport, GraphLowering, LoweringFn
+from polyduct.frontend.lowering import ORIGINS, FallbackReport, GraphLowering, LoweringFn
 from polyduct.frontend.options import FrontendOptions
-from polyduct.frontend.scheduler import KernelPlan, schedule
+from polyduct.frontend.scheduler import Item, KernelPlan, schedule
 from polyduct.frontend.wrapper_gen import build_program
+from polyduct.handlers.count import OpCounter
+from polyduct.indexing import index_vars
 from polyduct.ir import IRGraph, StorageView
-from polyduct.kernel import KernelSource, KernelSpec
+from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
+from polyduct.overrides import Resolver, resolve, scope_from_set
 from polyduct.wrapper_ir import WrapperProgram
 
 
@@ -54,6 +59,8 @@ class CompiledGraph:
     report: FallbackReport
     fn: Callable[..., Any]
     source: str
+    graph_name: str = "inference"
+    graph_index: int = 0
 
     @property
     def kernel_count(self) -> int:
@@ -64,31 +71,95 @@ class CompiledGraph:
 
 
 def compile_graph(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: FrontendOptions
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: FrontendOptions,
+    graph_index: int = 0,
+    graph_name: str = "inference",
 ) -> CompiledGraph:
-    """Compile an aten-level (functional) FX graph into a callable over its placeholders."""
+    """Compile an aten-level (functional) FX graph into a callable over its placeholders.
+
+    `graph_index` / `graph_name` (`forward`, `backward`, `inference`) select the scoped
+    overrides that apply to this graph (docs/overrides.md).
+    """
     plugins = plugin_mod.load()
     options.validate(plugins)
-    lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost)
+    sets = {
+        name: scope_from_set(name, spec.overrides) for name, spec in plugins.override_sets.items()
+    }
+    resolver, whole = resolve(options.overrides, graph_index, graph_name, sets)
+    kernels = whole.kernels if whole is not None and whole.kernels else options.kernels
+    wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
+    lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
     graph = lowering.run(gm)
     total_outputs = len(graph.outputs)
     constants = _take_constant_outputs(graph)
-    planned = plan(graph, schedule(graph))
-    backend = plugins.kernel_backend(options.kernels, options.kernel_options)
+    planned = plan(graph, _schedule_segments(graph, lowering.barriers))
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
-    sources = {spec.name: backend.codegen(spec) for spec in specs}
+    backend_opts = {kernels: dict(options.kernel_options) if kernels == options.kernels else {}}
+    sources = _codegen(specs, resolver, kernels, plugins, backend_opts)
     int_inputs = {k: v for k, v in lowering.int_inputs.items() if isinstance(v, sympy.Expr)}
     program = build_program(
         graph, planned, sources, int_inputs, lowering.seeds, options.debug_asserts
     )
     program = plan_memory(program)
-    wrapper = plugins.wrapper_backend(options.wrapper, options.wrapper_options)
-    loader = plugins.kernel_loader({options.kernels: dict(options.kernel_options)})
+    wrapper_opts = options.wrapper_options if wrapper_name == options.wrapper else {}
+    wrapper = plugins.wrapper_backend(wrapper_name, wrapper_opts)
+    loader = plugins.kernel_loader(backend_opts)
     fn = _with_constants(wrapper.build(program, loader), constants, total_outputs)
-    compiled = CompiledGraph(specs, sources, program, lowering.report, fn, wrapper.render(program))
+    source = wrapper.render(program)
+    compiled = CompiledGraph(
+        specs, sources, program, lowering.report, fn, source, graph_name, graph_index
+    )
     if options.observer is not None:
         options.observer(compiled)
     return compiled
+
+
+def _schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> list[Item]:
+    """Schedule `graph`, never fusing across a barrier (an op overridden with `fuse=False`)."""
+    cuts = sorted({0, len(graph.nodes), *(i for span in barriers for i in span)})
+    items: list[Item] = []
+    for lo, hi in itertools.pairwise(cuts):
+        part = copy.copy(graph)
+        part.nodes = graph.nodes[lo:hi]
+        items += schedule(part)
+    return items
+
+
+def kernel_contents(spec: KernelSpec) -> tuple[set[str], set[str]]:
+    """(overridden aten ops it computes, op-set ops it calls) of one kernel, by tracing it."""
+    counter = OpCounter()
+    origins: set[str] = set()
+    token = ORIGINS.set(origins)
+    try:
+        xs = index_vars("x", len(spec.ranges))
+        rs = index_vars("r", len(spec.reduction_ranges))
+        for stage in spec.stages:
+            stage.body(counter, xs, rs)
+    finally:
+        ORIGINS.reset(token)
+    return origins, set(counter.counts)
+
+
+def _codegen(
+    specs: Sequence[KernelSpec],
+    resolver: Resolver,
+    default: str,
+    plugins: Any,
+    backend_opts: dict[str, dict[str, Any]],
+) -> dict[str, KernelSource]:
+    """Each kernel's source, from the backend a scoped override picks for it (or `default`)."""
+    instances: dict[str, KernelBackend] = {}
+    sources: dict[str, KernelSource] = {}
+    for spec in specs:
+        name = resolver.kernel_backend(*kernel_contents(spec)) if resolver.chain else None
+        name = name or default
+        if name not in instances:
+            backend_opts.setdefault(name, {})
+            instances[name] = plugins.kernel_backend(name, backend_opts[name])
+        sources[spec.name] = instances[name].codegen(spec)
+    return sources
 
 
 def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:

@@ -1,9 +1,14 @@
 """`torch.compile(fn, backend="polyduct")`: the TorchDynamo backend (entry point
 `torch_dynamo_backends: polyduct`). AOTAutograd traces forward and backward into functional aten
-graphs, each compiled by `polyduct.frontend.compile.compile_graph`."""
+graphs, each compiled by `polyduct.frontend.compile.compile_graph`.
+
+Graphs are named `forward` / `backward` (training) or `inference`, and numbered in the order they
+are compiled for one captured (Dynamo) graph: scoped overrides select graphs by either.
+"""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +21,7 @@ from polyduct import plugins as plugin_mod
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.options import FrontendOptions
+from polyduct.overrides import kept_whole, matches, scope_from_set
 
 
 def polyduct_backend(
@@ -26,16 +32,31 @@ def polyduct_backend(
 ) -> Callable[..., Any]:
     """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers."""
     opts = FrontendOptions.from_mapping(options)
-    opts.validate(plugin_mod.load())
+    plugins = plugin_mod.load()
+    opts.validate(plugins)
 
-    def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-        compiled = compile_graph(graph, inputs, opts)
-        return make_boxed_func(compiled.fn)  # type: ignore[no-any-return]
+    position = itertools.count()
+
+    def compiler_for(name: str) -> Callable[..., Any]:
+        def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+            compiled = compile_graph(graph, inputs, opts, next(position), name)
+            return make_boxed_func(compiled.fn)  # type: ignore[no-any-return]
+
+        return compiler
 
     backend = aot_autograd(
-        fw_compiler=compiler,
-        bw_compiler=compiler,
-        decompositions=decomposition_table(),
+        fw_compiler=compiler_for("forward"),
+        bw_compiler=compiler_for("backward"),
+        inference_compiler=compiler_for("inference"),
+        decompositions=_decompositions(opts, plugins),
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)  # type: ignore[no-any-return]
+
+
+def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:
+    """The decomposition table, less ops a scoped override runs as an extern or user lowering."""
+    sets = {n: scope_from_set(n, spec.overrides) for n, spec in plugins.override_sets.items()}
+    whole = kept_whole(opts.overrides, sets)
+    table = decomposition_table()
+    return {op: fn for op, fn in table.items() if not any(matches(w, str(op)) for w in whole)}

@@ -3,14 +3,17 @@
 A lowering is a named function `fn(ctx, *args, **kwargs) -> value` where tensor arguments arrive as
 `polyduct.ir` tensor values, sizes as sympy expressions and everything else as is. A lowering that
 cannot handle its arguments raises `Fallback`; an op with no lowering (or one that falls back)
-becomes an extern call of the aten op, recorded in the graph's `FallbackReport`.
+becomes an extern call of the aten op, recorded in the graph's `FallbackReport`. A scoped
+override (`polyduct.overrides`) may replace an op's lowering, make it an extern call, keep it out of
+fusion (`barriers`) or tag what it computes with its name (`ORIGINS`, for kernel backend choice).
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -19,7 +22,9 @@ import torch.fx
 
 from polyduct.errors import LoweringError
 from polyduct.indexing import size_symbol
-from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
+from polyduct.ir import ComputeNode, ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
+from polyduct.overrides import OpOverride, Resolver
+from polyduct.overrides import extern_op as scoped_extern
 from polyduct.wrapper_ir import Ref
 
 LoweringFn = Callable[..., Any]
@@ -105,8 +110,16 @@ class LoweringContext:
 class GraphLowering:
     """Walks an aten FX graph in order, lowering each node or falling back to an extern call."""
 
-    def __init__(self, lowerings: Mapping[str, LoweringFn], realize_cost: int = 24) -> None:
+    def __init__(
+        self,
+        lowerings: Mapping[str, LoweringFn],
+        realize_cost: int = 24,
+        resolver: Resolver | None = None,
+    ) -> None:
         self.lowerings = lowerings
+        self.resolver = resolver if resolver is not None else Resolver(())
+        self.barriers: list[tuple[int, int]] = []  # node index ranges no kernel fuses across
+        self._barrier_label = ""
         self.realize_cost = realize_cost
         self.int_inputs: dict[str, Any] = {}
         self.graph = IRGraph()
@@ -170,10 +183,25 @@ class GraphLowering:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)
 
     def _call(self, node: torch.fx.Node) -> Any:
-        name = op_name(node.target)
+        name = label = op_name(node.target)
+        override = self.resolver.for_aten(name)
+        if override is None and _origin(node) != name:
+            label = _origin(node)
+            override = self.resolver.for_aten(label)
+        if override is not None:
+            return self._override(node, name, label, override)
         args = _convert(self._args(node.args))
         kwargs = _convert(self._args(node.kwargs))
-        fn = self.lowerings.get(name)
+        return self._lower(node, name, args, kwargs, self.lowerings.get(name))
+
+    def _lower(
+        self,
+        node: torch.fx.Node,
+        name: str,
+        args: Any,
+        kwargs: Any,
+        fn: LoweringFn | None,
+    ) -> Any:
         if fn is None:
             self.report.add(name, "no lowering")
         else:
@@ -183,6 +211,85 @@ class GraphLowering:
             except Fallback as why:
                 self.report.add(name, str(why) or "lowering declined")
         return extern_call(self.graph, node, name, args, kwargs)
+
+    def _override(self, node: torch.fx.Node, name: str, label: str, override: OpOverride) -> Any:
+        """Lower one op as a scoped override says (docs/overrides.md).
+
+        `label` is the op the override matched: the node's own, or the op it was decomposed from
+        (`original_aten`), whose pieces then count as one op for fusion and kernel choice.
+        """
+        if not override.fuse:  # realise what comes from outside this op
+            for arg in node.all_input_nodes:
+                if _origin(arg) != label:
+                    self.env[arg] = self._realized(self.env[arg])
+        args = _convert(self._args(node.args))
+        kwargs = _convert(self._args(node.kwargs))
+        start = len(self.graph.nodes)
+        if override.extern is not False:
+            op = name if override.extern is True else scoped_extern(name, override.extern)
+            self.report.add(name, f"override: extern call of {op}")
+            result = extern_call(self.graph, node, op, args, kwargs)
+        else:
+            fn = override.lowering or self.lowerings.get(name)
+            result = self._lower(node, name, args, kwargs, fn)
+        if not override.fuse:
+            if any(_origin(user) != label for user in node.users):
+                result = self._realized(result)
+            self._barrier(label, start)
+        if override.kernels is not None:
+            result = self._tag(result, label, start)
+        return result
+
+    def _barrier(self, label: str, start: int) -> None:
+        end = len(self.graph.nodes)
+        if self.barriers and self._barrier_label == label and self.barriers[-1][1] == start:
+            start = self.barriers.pop()[0]  # the next piece of the same decomposed op
+        self.barriers.append((start, end))
+        self._barrier_label = label
+
+    def _realized(self, tree: Any) -> Any:
+        if isinstance(tree, Lazy):
+            return self.graph.realize(tree)
+        if isinstance(tree, (list, tuple)):
+            return type(tree)(self._realized(v) for v in tree)
+        if isinstance(tree, dict):
+            return {k: self._realized(v) for k, v in tree.items()}
+        return tree
+
+    def _tag(self, result: Any, op: str, start: int) -> Any:
+        """Mark what `op` produced, so kernels computing it know their origin (`ORIGINS`)."""
+        for item in self.graph.nodes[start:]:
+            if isinstance(item, ComputeNode):
+                item.body = _tagged(item.body, op)
+        return _tag_lazy(result, op)
+
+
+ORIGINS: ContextVar[set[str] | None] = ContextVar("polyduct_origins", default=None)
+"""While set, bodies and lazy values of overridden ops add their aten op name to it."""
+
+
+def _origin(node: torch.fx.Node) -> str:
+    """The aten op a node came from: the op it was decomposed from, else its own."""
+    original = node.meta.get("original_aten")
+    return op_name(original if original is not None else node.target)
+
+
+def _tagged(fn: Callable[..., Any], op: str) -> Callable[..., Any]:
+    def run(*args: Any) -> Any:
+        seen = ORIGINS.get()
+        if seen is not None:
+            seen.add(op)
+        return fn(*args)
+
+    return run
+
+
+def _tag_lazy(value: Any, op: str) -> Any:
+    if isinstance(value, Lazy):
+        return replace(value, fn=_tagged(value.fn, op))
+    if isinstance(value, (list, tuple)):
+        return type(value)(_tag_lazy(v, op) for v in value)
+    return value
 
 
 def _dense(val: torch.Tensor) -> bool:

@@ -6,12 +6,14 @@ unknown keys and unknown backend names are rejected with the list of what is acc
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from polyduct.errors import InvalidOption
+from polyduct.overrides import Scope, validate
 
 KERNELS_ENV = "POLYDUCT_KERNELS"
 WRAPPER_ENV = "POLYDUCT_WRAPPER"
@@ -25,6 +27,7 @@ _KEYS = (
     "lowerings",
     "observer",
     "realize_cost",
+    "overrides",
 )
 
 
@@ -35,6 +38,7 @@ class FrontendOptions:
     `lowerings`: program-scope overrides, aten overload name -> lowering function (they win over
     plugin and core lowerings). `observer`: called with each `CompiledGraph` (tests, tooling).
     `realize_cost`: a multi-use pointwise value larger than this is computed once into a buffer.
+    `overrides`: a `polyduct.overrides.Scope` for this program only (docs/overrides.md).
     """
 
     kernels: str = "reference"
@@ -45,8 +49,13 @@ class FrontendOptions:
     lowerings: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     observer: Callable[[Any], None] | None = None
     realize_cost: int = 24
+    overrides: Scope | None = None
 
     def __post_init__(self) -> None:
+        if self.overrides is not None and not isinstance(self.overrides, Scope):
+            raise InvalidOption(
+                "polyduct", "overrides", self.overrides, "a polyduct.overrides.Scope"
+            )
         for key in ("kernels", "wrapper"):
             value = getattr(self, key)
             if not isinstance(value, str) or not value:
@@ -75,3 +84,29 @@ class FrontendOptions:
         """Raise `UnknownName` (listing installed backends) for a backend that is not there."""
         plugins.kernel_backends.get(self.kernels)
         plugins.wrapper_backends.get(self.wrapper)
+        if self.overrides is not None:
+            validate(
+                self.overrides,
+                plugins.kernel_backends.names(),
+                plugins.wrapper_backends.names(),
+                plugins.override_sets.names(),
+            )
+
+    def cache_key(self) -> str:
+        """What selects generated code: backends, their options, debug checks, overrides."""
+        scope = self.overrides.cache_key() if self.overrides is not None else "-"
+        parts = (
+            self.kernels,
+            self.wrapper,
+            repr(sorted(self.kernel_options.items())),
+            repr(sorted(self.wrapper_options.items())),
+            str(self.debug_asserts),
+            str(self.realize_cost),
+            repr(sorted((k, _name(v)) for k, v in self.lowerings.items())),
+            scope,
+        )
+        return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', '?')}"
