@@ -79,11 +79,32 @@ def _emit_lines(out: IndentedBuffer, text: str) -> None:
         out.line(line)
 
 
-def _parallel(options: CppOptions, work: str, simd: bool) -> str:
+def _split(out: IndentedBuffer, options: CppOptions, count: str, work: str,
+           loop: IndentedBuffer) -> None:
+    """Run `loop` (over [pd_lo, pd_hi)) on all threads when `work` is large, else inline.
+
+    The serial path makes no OpenMP call at all, so small kernels pay no team start-up.
+    """
+    out.line("auto pd_run = [&](const int64_t pd_lo, const int64_t pd_hi) {")
+    with out.indent():
+        _emit_lines(out, loop.getvalue())
+    out.line("};")
     if not options.openmp:
-        return "#pragma omp simd" if simd else ""
-    clause = f"if(parallel: {work} >= {options.parallel_threshold}) schedule(static)"
-    return f"#pragma omp parallel for{' simd' if simd else ''} {clause}"
+        out.line(f"pd_run(0, {count});")
+        return
+    out.line(f"if ({work} >= {options.parallel_threshold} && {count} > 1) {{")
+    with out.indent():
+        out.line("#pragma omp parallel")
+        out.line("{")
+        with out.indent():
+            out.line("const int64_t pd_nt = omp_get_num_threads(), pd_t = omp_get_thread_num();")
+            out.line(f"const int64_t pd_chunk = ({count} + pd_nt - 1) / pd_nt;")
+            out.line(f"const int64_t pd_begin = std::min<int64_t>({count}, pd_t * pd_chunk);")
+            out.line(f"pd_run(pd_begin, std::min<int64_t>({count}, pd_begin + pd_chunk));")
+        out.line("}")
+    out.line("} else {")
+    out.line(f"    pd_run(0, {count});")
+    out.line("}")
 
 
 def _pointwise(out: IndentedBuffer, states: list[StageState], ndim: int,
@@ -97,22 +118,23 @@ def _pointwise(out: IndentedBuffer, states: list[StageState], ndim: int,
         out.line("}")
         return
     last = ndim - 1
+    loop = IndentedBuffer()
     if ndim == 1:
-        out.line(_parallel(options, "pd_xnumel", simd))
-        _x_loop(out, last, body)
+        loop.line("#pragma omp simd" if simd else "")
+        _x_loop(loop, last, body, "pd_lo", "pd_hi")
+        _split(out, options, f"pd_n{last}", "pd_xnumel", loop)
         return
-    outer = " * ".join(f"pd_n{i}" for i in range(last))
-    out.line(_parallel(options, "pd_xnumel", False))
-    out.line(f"for (int64_t pd_xo = 0; pd_xo < {outer}; ++pd_xo) {{")
-    with out.indent():
-        _decompose(out, "pd_xo", "x", "pd_n", last)
-        out.line("#pragma omp simd" if simd else "")
-        _x_loop(out, last, body)
-    out.line("}")
+    loop.line("for (int64_t pd_xo = pd_lo; pd_xo < pd_hi; ++pd_xo) {")
+    with loop.indent():
+        _decompose(loop, "pd_xo", "x", "pd_n", last)
+        loop.line("#pragma omp simd" if simd else "")
+        _x_loop(loop, last, body, "0", f"pd_n{last}")
+    loop.line("}")
+    _split(out, options, " * ".join(f"pd_n{i}" for i in range(last)), "pd_xnumel", loop)
 
 
-def _x_loop(out: IndentedBuffer, dim: int, body: str) -> None:
-    out.line(f"for (int64_t x{dim} = 0; x{dim} < pd_n{dim}; ++x{dim}) {{")
+def _x_loop(out: IndentedBuffer, dim: int, body: str, lo: str, hi: str) -> None:
+    out.line(f"for (int64_t x{dim} = {lo}; x{dim} < {hi}; ++x{dim}) {{")
     with out.indent():
         _emit_lines(out, body)
     out.line("}")
@@ -120,19 +142,20 @@ def _x_loop(out: IndentedBuffer, dim: int, body: str) -> None:
 
 def _per_row(out: IndentedBuffer, emitter: StageEmitter, states: list[StageState], ndim: int,
              options: CppOptions) -> None:
-    out.line(_parallel(options, "pd_xnumel * pd_rnumel", False))
-    out.line("for (int64_t pd_xf = 0; pd_xf < pd_xnumel; ++pd_xf) {")
-    with out.indent():
-        _decompose(out, "pd_xf", "x", "pd_n", ndim)
+    loop = IndentedBuffer()
+    loop.line("for (int64_t pd_xf = pd_lo; pd_xf < pd_hi; ++pd_xf) {")
+    with loop.indent():
+        _decompose(loop, "pd_xf", "x", "pd_n", ndim)
         for name, var in emitter.locals.items():
-            out.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
+            loop.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
         rdim = len(emitter.spec.reduction_ranges)
         for state in states:
-            out.line("{")
-            with out.indent():
-                _STAGES[state.kind](out, state, rdim, emitter.lanes)
-            out.line("}")
-    out.line("}")
+            loop.line("{")
+            with loop.indent():
+                _STAGES[state.kind](loop, state, rdim, emitter.lanes)
+            loop.line("}")
+    loop.line("}")
+    _split(out, options, "pd_xnumel", "pd_xnumel * pd_rnumel", loop)
 
 
 def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: bool) -> None:

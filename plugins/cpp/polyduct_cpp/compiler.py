@@ -61,7 +61,7 @@ def compile_library(cache: Cache, source: str, spans: list[tuple[int, str]],
         "source": source,
         "headers": hashlib.sha256(header_text().encode()).hexdigest(),
         "compiler": compiler_identity(options.compiler),
-        "flags": " ".join(flags),
+        "flags": " ".join((*flags, *options.libraries())),
         "cpu": host_cpu() if options.march == "native" else options.march,
     }
 
@@ -69,7 +69,7 @@ def compile_library(cache: Cache, source: str, spans: list[tuple[int, str]],
         src = directory / SOURCE_NAME
         src.write_text(source)
         cmd = [options.compiler, *flags, f"-I{INCLUDE_DIR}", str(src), "-o",
-               str(directory / LIBRARY_NAME)]
+               str(directory / LIBRARY_NAME), *options.libraries()]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             kept = _keep_failed(cache, source)

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from polyduct.errors import InvalidOption
+
+
+@functools.lru_cache(maxsize=1)
+def _host_avx512() -> bool:
+    """Whether this host's CPU has AVX-512F (then 512-bit vectors are preferred)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            return any(line.startswith("flags") and " avx512f" in line for line in info)
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +32,8 @@ class CppOptions:
     parallel_threshold: int = 65536  # elements of work below which a kernel stays single-threaded
     simd_lanes: int = 16  # accumulators per reduction (one per SIMD lane)
     check_indices: bool = True  # bounds-check indirect indexing
+    vector_math: bool = True  # vectorised libm calls through glibc's libmvec
+    vector_width: int = 0  # preferred SIMD width in bits; 0: 512 where the host has AVX-512
     extra_flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -34,6 +47,8 @@ class CppOptions:
             raise InvalidOption("cpp", "parallel_threshold", self.parallel_threshold, "an int >= 0")
         if self.simd_lanes not in (1, 2, 4, 8, 16, 32):
             raise InvalidOption("cpp", "simd_lanes", self.simd_lanes, "1, 2, 4, 8, 16 or 32")
+        if self.vector_width not in (0, 128, 256, 512):
+            raise InvalidOption("cpp", "vector_width", self.vector_width, "0, 128, 256 or 512")
         if not all(isinstance(f, str) and f.startswith("-") for f in self.extra_flags):
             raise InvalidOption("cpp", "extra_flags", self.extra_flags, "a tuple of -flags")
 
@@ -60,4 +75,13 @@ class CppOptions:
                 "-fno-semantic-interposition", "-w"]
         if self.openmp:
             base.append("-fopenmp")
+        if self.vector_math:
+            base.append("-DPD_VECTOR_MATH")
+        width = self.vector_width or (512 if self.march == "native" and _host_avx512() else 0)
+        if width:
+            base.append(f"-mprefer-vector-width={width}")
         return (*base, *self.extra_flags)
+
+    def libraries(self) -> tuple[str, ...]:
+        """Libraries linked after the source (also part of the cache key)."""
+        return ("-lmvec", "-lm") if self.vector_math else ("-lm",)
