@@ -1,10 +1,185 @@
-"""Other lowerings: constants and factories, cat, padding, copies, indexing, random."""
+"""Other lowerings: factories (full, arange, scalar_tensor), cat, constant padding and copies.
+
+All of them are pointwise `Lazy` values: factories compute their data from the index with
+`value_expr` / `index_expr`, cat and padding select between masked loads by the output index.
+"""
 
 from __future__ import annotations
 
-from polyduct.frontend.lowering import LoweringFn
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops, _scalar, cast, is_tensor, lazy, operand
+from polyduct.ir import Expr, Lazy, TensorValue
+
+
+def _index(ops: Ops, expr: Expr) -> Any:
+    return ops.index_expr(sympy.sympify(expr), torch.int64)
+
+
+def full(ctx: LoweringContext, size: Any, fill_value: Any, **kwargs: Any) -> Lazy:
+    """full / zeros / ones / new_full: one constant everywhere."""
+    dtype = ctx.out_dtype()
+    load = operand(fill_value, ctx.out_size(), dtype)
+    return lazy(ctx.out_size(), dtype, ctx.device, load)
+
+
+def full_like(ctx: LoweringContext, x: Any, fill_value: Any, **kwargs: Any) -> Lazy:
+    return full(ctx, None, fill_value)
+
+
+def scalar_tensor(ctx: LoweringContext, value: Any, **kwargs: Any) -> Lazy:
+    return full(ctx, (), value)
+
+
+def arange(ctx: LoweringContext, *args: Any, **kwargs: Any) -> Lazy:
+    """arange(end) / arange(start, end, step): element i is start + i * step in the out dtype."""
+    nums = [a for a in args if not isinstance(a, (torch.dtype, torch.device))]
+    start, step = (0, 1) if len(nums) < 2 else (nums[0], nums[2] if len(nums) > 2 else 1)
+    dtype = ctx.out_dtype()
+    if any(isinstance(v, float) and not float(v).is_integer() for v in (start, step)):
+        if not dtype.is_floating_point:
+            raise Fallback("fractional arange into an integer dtype")
+        return _float_arange(ctx, float(start), float(step))
+    if not all(isinstance(v, (int, float, sympy.Expr)) for v in (start, step)):
+        raise Fallback("arange with non-scalar bounds")
+    first, delta = _int_expr(start), _int_expr(step)
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return ops.value_expr(first + idx[0] * delta, dtype)
+
+    return lazy(ctx.out_size(), dtype, ctx.device, load)
+
+
+def _int_expr(value: Any) -> Expr:
+    return value if isinstance(value, sympy.Expr) else sympy.Integer(int(value))
+
+
+def _float_arange(ctx: LoweringContext, start: float, step: float) -> Lazy:
+    dtype = ctx.out_dtype()
+    # eager computes start + i * step in double precision, then rounds once to the out dtype
+    compute = torch.float64
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        i = cast(ops, _index(ops, idx[0]), torch.int64, compute)
+        value = ops.add(ops.constant(start, compute), ops.mul(i, ops.constant(step, compute)))
+        return cast(ops, value, compute, dtype)
+
+    return lazy(ctx.out_size(), dtype, ctx.device, load)
+
+
+def _in_range(ops: Ops, i: Expr, lo: Expr | None, hi: Expr | None) -> Any:
+    """Bool value of lo <= i < hi (either bound may be absent)."""
+    conds = []
+    if lo is not None:
+        conds.append(ops.ge(_index(ops, i), _index(ops, lo)))
+    if hi is not None:
+        conds.append(ops.lt(_index(ops, i), _index(ops, hi)))
+    result = conds[0]
+    for c in conds[1:]:
+        result = ops.and_(result, c)
+    return result
+
+
+def cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Lazy:
+    """Concatenation: each output element loads from the input whose slice holds it."""
+    out = ctx.out_size()
+    dtype = ctx.out_dtype()
+    dim = dim % len(out)
+    parts = [t for t in tensors if is_tensor(t) and len(t.size) == len(out) and t.size[dim] != 0]
+    if not parts:
+        raise Fallback("cat of empty tensors only")
+    offsets: list[Expr] = [sympy.Integer(0)]
+    for t in parts:
+        offsets.append(offsets[-1] + t.size[dim])
+    loaders = [_shifted(t, dim, off, dtype) for t, off in zip(parts, offsets, strict=False)]
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        value = None
+        for i in reversed(range(len(parts))):
+            if value is None:
+                last = _in_range(ops, idx[dim], offsets[i], None) if i else None
+                value = (
+                    loaders[i](ops, idx)
+                    if last is None
+                    else _masked_load(ops, last, loaders[i], idx, dtype)
+                )
+                continue
+            take = _in_range(ops, idx[dim], None, offsets[i + 1])
+            value = ops.where(take, _masked_load(ops, take, loaders[i], idx, dtype), value)
+        return value
+
+    return lazy(out, dtype, ctx.device, load, *parts)
+
+
+def _shifted(t: TensorValue, dim: int, offset: Expr, dtype: torch.dtype) -> Any:
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        coords = list(idx)
+        coords[dim] = idx[dim] - offset
+        return cast(ops, t.load(ops, coords), t.dtype, dtype)
+
+    return load
+
+
+def _masked_load(ops: Ops, mask: Any, loader: Any, idx: Sequence[Expr], dtype: torch.dtype) -> Any:
+    def body() -> Any:
+        return loader(ops, idx)
+
+    return ops.masked(mask, body, _scalar(0, dtype))
+
+
+def constant_pad_nd(
+    ctx: LoweringContext, x: TensorValue, pad: Sequence[Any], value: Any = 0
+) -> Lazy:
+    """Pad (or crop, for negative amounts) the trailing dims; padding holds `value`."""
+    out = ctx.out_size()
+    n = len(out)
+    dtype = x.dtype
+    lows = [sympy.Integer(0)] * n
+    for k in range(len(pad) // 2):
+        lows[n - 1 - k] = sympy.sympify(pad[2 * k])
+    fill = _scalar(value, dtype)
+    src = x
+
+    def inner(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return src.load(ops, [i - lo for i, lo in zip(idx, lows, strict=True)])
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        mask = None
+        for d in range(n):
+            lo, hi = lows[d], lows[d] + x.size[d]
+            need_lo, need_hi = lo != 0, sympy.simplify(out[d] - hi) != 0
+            if not (need_lo or need_hi):
+                continue
+            cond = _in_range(ops, idx[d], lo if need_lo else None, hi if need_hi else None)
+            mask = cond if mask is None else ops.and_(mask, cond)
+        if mask is None:
+            return inner(ops, idx)
+        return ops.masked(mask, lambda: inner(ops, idx), fill)
+
+    return lazy(out, dtype, ctx.device, load, x)
+
+
+def copy(ctx: LoweringContext, dst: TensorValue, src: Any, non_blocking: bool = False) -> Lazy:
+    """Functional copy: `src` broadcast to `dst`'s shape in `dst`'s dtype."""
+    load = operand(src, ctx.out_size(), dst.dtype)
+    return lazy(ctx.out_size(), dst.dtype, ctx.device, load, src)
 
 
 def table() -> dict[str, LoweringFn]:
     """The remaining lowerings, by aten overload name."""
-    return {}
+    return {
+        "aten.full.default": full,
+        "aten.full_like.default": full_like,
+        "aten.scalar_tensor.default": scalar_tensor,
+        "aten.arange.default": arange,
+        "aten.arange.start": arange,
+        "aten.arange.start_step": arange,
+        "aten.cat.default": cat,
+        "aten.constant_pad_nd.default": constant_pad_nd,
+        "aten.copy.default": copy,
+    }

@@ -218,6 +218,17 @@ def as_strided(
     )
 
 
+def flip(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    """Reverse `dims`; a lazy re-index (negative strides are not a layout kernels take)."""
+    n = len(x.size)
+    flipped = {_dim(d, n) for d in dims}
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        return [x.size[d] - 1 - i if d in flipped else i for d, i in enumerate(idx)]
+
+    return _view(x, x.size, reindex, None)
+
+
 def alias(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
     return x
 
@@ -240,6 +251,7 @@ def table() -> dict[str, LoweringFn]:
         "aten.unsqueeze.default": squeeze,
         "aten.as_strided.default": as_strided,
         "aten.alias.default": alias,
+        "aten.flip.default": flip,
         "aten.detach.default": alias,
         "aten.lift_fresh_copy.default": alias,
     }

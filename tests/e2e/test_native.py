@@ -1,0 +1,80 @@
+"""Ops lowered natively (polyduct kernels, no extern calls), checked against eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from polyduct.frontend.compile import CompiledGraph
+
+from .helpers import assert_same, check, compile_fn, kernels_of
+
+
+def _edgy(*shape: int, seed: int = 0) -> torch.Tensor:
+    """Random floats with NaN, +-inf and +-0 planted in them."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g)
+    flat = x.view(-1)
+    edges = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0])
+    flat[: min(5, flat.numel())] = edges[: min(5, flat.numel())]
+    return x[torch.randperm(x.shape[0], generator=g)] if x.dim() else x
+
+
+def native(graphs: list[CompiledGraph], kernels: int | None = None) -> None:
+    """No op of `graphs` ran as an extern call (and, if given, the kernel count)."""
+    fallbacks = [op for g in graphs for op in g.report.ops()]
+    assert not fallbacks, f"extern fallbacks: {fallbacks}"
+    if kernels is not None:
+        assert kernels_of(graphs) == kernels
+
+
+def test_cat_native(backends: tuple[str, str]) -> None:
+    x, y = _edgy(4, 9), _edgy(4, 3, seed=1)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
+        return torch.cat([x, y * 2, x[:, :2]], 1) + 1, torch.cat([x.t(), y.t()], 0)
+
+    native(check(fn, backends, x, y), kernels=2)
+    ints = torch.tensor([torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min, 0, -1])
+    native(check(lambda a: torch.cat([a, a.flip(0)]), backends, ints))
+
+
+def test_constant_pad_native(backends: tuple[str, str]) -> None:
+    x = _edgy(5, 7)
+    native(check(lambda a: F.pad(a, (1, 2, 0, 3), value=-2.5), backends, x), kernels=1)
+    native(check(lambda a: F.pad(a, (-1, 2, 2, -2)), backends, x), kernels=1)
+    native(check(lambda a: F.pad(a, (3, 0)), backends, torch.arange(5, dtype=torch.int32)))
+
+
+def test_factories_native(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> Any:
+        ones, zeros = torch.ones(4, 9), torch.zeros(4, 9, dtype=torch.int32)
+        full = torch.full((4, 9), -3.5)
+        return x + ones + full, zeros + torch.arange(9, dtype=torch.int32), torch.arange(3, 30, 3)
+
+    native(check(fn, backends, _edgy(4, 9)))
+    native(check(lambda x: x * torch.arange(0.5, 4.0, 0.25)[:9], backends, torch.randn(9)))
+
+
+def test_copy_native(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(4, 6, dtype=torch.float64)
+        out.copy_(x * y)
+        return out + 1
+
+    x, y = _edgy(4, 6), torch.randn(6)
+    graphs = check(fn, backends, x, y)
+    assert kernels_of(graphs) >= 1
+    assert "aten.copy.default" not in [op for g in graphs for op in g.report.ops()]
+
+
+def test_native_dropout_reproducible(backends: tuple[str, str]) -> None:
+    compiled, graphs = compile_fn(lambda a: F.dropout(a, 0.3, training=True) * 2, backends)
+    x = torch.randn(128, 33)
+    torch.manual_seed(7)
+    first = compiled(x)
+    torch.manual_seed(7)
+    assert_same(compiled(x), first, atol=0, rtol=0)
+    native(graphs)
