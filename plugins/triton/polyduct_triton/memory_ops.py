@@ -34,12 +34,18 @@ class TritonMemoryOps(TritonEmitter):
                 parts.append(f"{sym.name}_ok")
         return " & ".join(parts)
 
+    @staticmethod
+    def _at(ptr: str, idx: str, mask: str) -> str:
+        """Pointer block shaped like `mask` (an index may not depend on every axis)."""
+        return f"{ptr} + ({idx}) + tl.zeros_like(({mask}).to(tl.int32))"
+
     def load(self, name: str, index: sympy.Expr) -> V:
         buf = self.ctx.spec.buffer(name)
         if buf.role == "local":
             return V(self.ctx.locals[name], buf.dtype)
         ptr, idx = self.ctx.arg(name), self.ctx.index(index)
-        expr = f"tl.load({ptr} + ({idx}), {self._mask_for(index, name)}, other=0)"
+        mask = self._mask_for(index, name)
+        expr = f"tl.load({self._at(ptr, idx, mask)}, {mask}, other=0)"
         if buf.dtype == torch.bool:
             expr = f"({expr} != 0)"
         elif buf.dtype == torch.bfloat16:  # passed as int16 bits by the launcher
@@ -67,10 +73,11 @@ class TritonMemoryOps(TritonEmitter):
         if mode == "atomic_add" and buf.dtype.itemsize < 4 and buf.dtype != torch.float16:
             val = self._cast(value, torch.float32 if buf.dtype == torch.bfloat16 else buf.dtype)
             width, bf16 = 8 * buf.dtype.itemsize, buf.dtype == torch.bfloat16
-            line = f"_atomic_add_narrow({ptr} + ({idx}), {val}, {mask}, {ptr}, {width}, {bf16})"
+            at = self._at(ptr, idx, mask)
+            line = f"_atomic_add_narrow({at}, {val}, {mask}, {ptr}, {width}, {bf16})"
         else:
             fn = "tl.atomic_add" if mode == "atomic_add" else "tl.store"
-            line = f"{fn}({ptr} + ({idx}), {val}, {mask})"
+            line = f"{fn}({self._at(ptr, idx, mask)}, {val}, {mask})"
         self.ctx.stage.loop.line(line)
         self.ctx.cse.invalidate()
 
@@ -82,7 +89,8 @@ class TritonMemoryOps(TritonEmitter):
             post.line(f"{var} = {self._held(value, buf.dtype)}")
             return
         ptr, idx = self.ctx.arg(name), self.ctx.index(index)
-        post.line(f"tl.store({ptr} + ({idx}), {self._stored(value, buf.dtype)}, xmask)")
+        at = self._at(ptr, idx, "xmask")
+        post.line(f"tl.store({at}, {self._stored(value, buf.dtype)}, xmask)")
 
     def _held(self, value: V, dtype: torch.dtype) -> str:
         if dtype == torch.bool:
