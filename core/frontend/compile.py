@@ -17,7 +17,15 @@ import torch
 import torch.fx
 
 from polyduct import plugins as plugin_mod
-from polyduct.frontend import lowerings_misc, lowerings_pointwise, lowerings_reduce, lowerings_views
+from polyduct.frontend import (
+    lowerings_index,
+    lowerings_misc,
+    lowerings_pointwise,
+    lowerings_random,
+    lowerings_reduce,
+    lowerings_scan,
+    lowerings_views,
+)
 from polyduct.frontend.kernel_plan import plan
 from polyduct.frontend.lowering import ORIGINS, FallbackReport, GraphLowering, LoweringFn
 from polyduct.frontend.options import FrontendOptions
@@ -35,7 +43,16 @@ from polyduct.wrapper_ir import WrapperProgram
 def core_lowerings() -> dict[str, LoweringFn]:
     """The core's lowering table (every family), by aten overload name."""
     table: dict[str, LoweringFn] = {}
-    for module in (lowerings_pointwise, lowerings_views, lowerings_reduce, lowerings_misc):
+    modules = (
+        lowerings_pointwise,
+        lowerings_views,
+        lowerings_reduce,
+        lowerings_misc,
+        lowerings_scan,
+        lowerings_index,
+        lowerings_random,
+    )
+    for module in modules:
         table.update(module.table())
     return table
 

@@ -78,3 +78,20 @@ def test_native_dropout_reproducible(backends: tuple[str, str]) -> None:
     torch.manual_seed(7)
     assert_same(compiled(x), first, atol=0, rtol=0)
     native(graphs)
+    kept = first != 0
+    assert 0.62 < kept.float().mean().item() < 0.78
+    torch.testing.assert_close(first[kept], (x * 2 / 0.7)[kept])
+    torch.manual_seed(8)
+    assert not torch.equal(compiled(x), first)
+
+
+def test_rand_randn_statistics(backends: tuple[str, str]) -> None:
+    compiled, graphs = compile_fn(lambda a: (torch.rand_like(a), torch.randn(64, 64) + a), backends)
+    x = torch.zeros(64, 64)
+    torch.manual_seed(0)
+    u, n = compiled(x)
+    native(graphs, kernels=1)
+    assert u.min().item() >= 0.0 and u.max().item() < 1.0
+    assert abs(u.mean().item() - 0.5) < 0.02 and abs(n.mean().item()) < 0.05
+    assert abs(n.std().item() - 1.0) < 0.05
+    assert not torch.equal(u[0], u[1])

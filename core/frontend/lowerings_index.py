@@ -1,0 +1,10 @@
+"""index lowerings (filled in by the following commits)."""
+
+from __future__ import annotations
+
+from polyduct.frontend.lowering import LoweringFn
+
+
+def table() -> dict[str, LoweringFn]:
+    """The index lowerings, by aten overload name."""
+    return {}
