@@ -1,1 +1,7 @@
+"""Triton plugin tests run in Triton's CPU interpreter; it must be chosen before triton imports."""
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 pytest_plugins = ["polyduct.conformance.plugin"]
