@@ -1,0 +1,71 @@
+"""Registration, options, cache and error reporting of the Triton backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from kernels import backend, buf, spec
+from polyduct import plugins
+from polyduct.errors import InvalidOption, KernelCompileError
+from polyduct.kernel import KernelSource, check_complete
+from polyduct.ops import OP_NAMES
+
+from polyduct_triton import TritonBackend, TritonOptions
+from polyduct_triton.ops import TritonOps
+
+
+def test_entry_point_registers_backend() -> None:
+    registry = plugins.load().kernel_backends
+    assert "triton" in registry.names()
+    entry = registry.get("triton")
+    assert entry.backend_cls is TritonBackend
+    made = entry.factory({"interpret": True})
+    assert isinstance(made, TritonBackend) and made.options.interpret
+
+
+def test_every_op_has_an_implementation() -> None:
+    check_complete(TritonBackend)
+    assert TritonBackend.ops_cls is TritonOps
+    assert set(OP_NAMES) - set(TritonBackend.caps.unsupported) <= set(dir(TritonOps))
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(InvalidOption):
+        TritonOptions.from_mapping({"block": 3})
+    with pytest.raises(InvalidOption):
+        TritonOptions(interpret="yes")  # type: ignore[arg-type]
+
+
+def _copy_spec(name: str) -> Any:
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.abs(ops.load("a", x[0])))
+
+    a = torch.randn(7)
+    return spec(name, [7], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
+
+
+def test_deterministic_source_and_warm_cache(tmp_path: Path) -> None:
+    be = backend(tmp_path)
+    s = _copy_spec("copy")
+    src = be.codegen(s)
+    assert src.source == backend(tmp_path).codegen(_copy_spec("copy")).source
+    fn = be.load([src])["copy"]
+    a, o = torch.tensor([-1.0, 2.0, -0.0, 3.0, -4.0, 5.0, -6.0]), torch.empty(7)
+    fn(a, o)
+    assert torch.equal(o, a.abs())
+    files = sorted(p for p in tmp_path.rglob("*") if p.is_file())
+    be.load([src])  # warm hit: nothing new is written
+    assert sorted(p for p in tmp_path.rglob("*") if p.is_file()) == files
+
+
+def test_compile_error_names_kernel_and_source(tmp_path: Path) -> None:
+    be = backend(tmp_path)
+    good = be.codegen(_copy_spec("broken"))
+    bad = KernelSource("broken", "triton", good.source.replace("tl.abs(", "tl.no_such_fn("))
+    fn = be.load([bad])["broken"]
+    with pytest.raises(KernelCompileError) as info:
+        fn(torch.randn(7), torch.empty(7))
+    assert "broken" in str(info.value) and "kernel.py" in str(info.value)
