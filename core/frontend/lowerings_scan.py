@@ -1,10 +1,175 @@
-"""scan lowerings (filled in by the following commits)."""
+"""Scan and sort lowerings: cumsum, cumprod, logcumsumexp (scan stages), sort and topk (sort
+stages carrying the key and its position). The scanned / sorted dim is the node's reduction range,
+every other dim its outer range; results are stored at the input's coordinates."""
 
 from __future__ import annotations
 
-from polyduct.frontend.lowering import LoweringFn
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops, cast
+from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue
+
+Combine = Callable[[Ops, tuple[Any, ...], tuple[Any, ...]], tuple[Any, ...]]
+_UPCAST = (torch.float16, torch.bfloat16)
+
+
+def _coords(dim: int, x: Sequence[Expr], r: Sequence[Expr]) -> list[Expr]:
+    """Full coordinates from the outer ones (every dim but `dim`) and the scanned one."""
+    return [*x[:dim], r[0], *x[dim:]]
+
+
+def _split(x: TensorValue, dim: int) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
+    outer = tuple(s for i, s in enumerate(x.size) if i != dim)
+    return outer, (x.size[dim],)
+
+
+def _compute(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in _UPCAST else dtype
+
+
+def _scan(
+    ctx: LoweringContext, x: TensorValue, dim: int, combine: Combine, out: torch.dtype
+) -> StorageView:
+    if not x.size:
+        x_size: tuple[Expr, ...] = (sympy.Integer(1),)
+        dim = 0
+    else:
+        x_size, dim = x.size, dim % len(x.size)
+    acc = _compute(out)
+    layout = Layout.contiguous(x_size, out, x.device)
+    graph = ctx.graph
+    buf = graph.add_buffer("computed", layout)
+    src_dtype, load = x.dtype, x.load
+    scalar = not x.size
+
+    def body(ops: Ops, xo: Sequence[Expr], r: Sequence[Expr]) -> None:
+        idx = _coords(dim, xo, r)
+        v = cast(ops, load(ops, [] if scalar else idx), src_dtype, acc)
+
+        def fn(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+            return combine(ops, a, b)
+
+        (res,) = ops.scan((acc,), fn, (v,))
+        ops.store(buf, layout.index(idx), res)
+
+    outer = tuple(s for i, s in enumerate(x_size) if i != dim)
+    node = ComputeNode(graph.new_name("node"), "scan", outer, (x_size[dim],), body, (buf,))
+    graph.nodes.append(node)
+    if scalar:
+        return StorageView(buf, Layout.contiguous((), out, x.device))
+    return StorageView(buf, layout)
+
+
+def _add(ops: Ops, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (ops.add(a[0], b[0]),)
+
+
+def _mul(ops: Ops, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    return (ops.mul(a[0], b[0]),)
+
+
+def _logaddexp(ops: Ops, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    lo, hi = ops.minimum(a[0], b[0]), ops.maximum(a[0], b[0])
+    # equal infinities would give inf - inf = NaN: the sum is that infinity (as eager's helper)
+    usual = ops.logical_or(ops.ne(lo, hi), ops.logical_not(ops.isinf(lo)))
+    return (ops.where(usual, ops.add(hi, ops.log1p(ops.exp(ops.sub(lo, hi)))), hi),)
+
+
+def cumsum(ctx: LoweringContext, x: TensorValue, dim: int, dtype: Any = None) -> StorageView:
+    return _scan(ctx, x, dim, _add, ctx.out_dtype())
+
+
+def cumprod(ctx: LoweringContext, x: TensorValue, dim: int, dtype: Any = None) -> StorageView:
+    return _scan(ctx, x, dim, _mul, ctx.out_dtype())
+
+
+def logcumsumexp(ctx: LoweringContext, x: TensorValue, dim: int) -> StorageView:
+    if not ctx.out_dtype().is_floating_point:
+        raise Fallback("logcumsumexp of a non-float tensor")
+    return _scan(ctx, x, dim, _logaddexp, ctx.out_dtype())
+
+
+def _sort(
+    ctx: LoweringContext, x: TensorValue, dim: int, descending: bool, stable: bool
+) -> tuple[StorageView, StorageView]:
+    """Values and int64 positions of `x` sorted along `dim` (full length)."""
+    if not x.size:
+        raise Fallback("sort of a 0-d tensor")
+    dim = dim % len(x.size)
+    graph = ctx.graph
+    key = _compute(x.dtype)
+    layouts = (
+        Layout.contiguous(x.size, x.dtype, x.device),
+        Layout.contiguous(x.size, torch.int64, x.device),
+    )
+    values, positions = (graph.add_buffer("computed", lay) for lay in layouts)
+    src_dtype, load = x.dtype, x.load
+
+    def body(ops: Ops, xo: Sequence[Expr], r: Sequence[Expr]) -> None:
+        idx = _coords(dim, xo, r)
+        v = cast(ops, load(ops, idx), src_dtype, key)
+        pos = ops.index_expr(r[0], torch.int64)
+        sv, si = ops.sort((key, torch.int64), (v, pos), stable, descending)
+        ops.store(values, layouts[0].index(idx), sv)
+        ops.store(positions, layouts[1].index(idx), si)
+
+    outer, red = _split(x, dim)
+    node = ComputeNode(graph.new_name("node"), "sort", outer, red, body, (values, positions))
+    graph.nodes.append(node)
+    return StorageView(values, layouts[0]), StorageView(positions, layouts[1])
+
+
+def sort(
+    ctx: LoweringContext, x: TensorValue, dim: int = -1, descending: bool = False
+) -> tuple[StorageView, StorageView]:
+    return _sort(ctx, x, dim, descending, stable=False)
+
+
+def sort_stable(
+    ctx: LoweringContext,
+    x: TensorValue,
+    *,
+    stable: bool | None = None,
+    dim: int = -1,
+    descending: bool = False,
+) -> tuple[StorageView, StorageView]:
+    return _sort(ctx, x, dim, descending, stable=bool(stable))
+
+
+def topk(
+    ctx: LoweringContext,
+    x: TensorValue,
+    k: Any,
+    dim: int = -1,
+    largest: bool = True,
+    sorted: bool = True,
+) -> tuple[StorageView, StorageView]:
+    """The first `k` of a stable sort (NaN counts as largest, as in eager), as views."""
+    if not x.size:
+        raise Fallback("topk of a 0-d tensor")
+    dim = dim % len(x.size)
+    full = _sort(ctx, x, dim, descending=largest, stable=True)
+    return tuple(_first(view, dim, sympy.sympify(k)) for view in full)  # type: ignore[return-value]
+
+
+def _first(view: StorageView, dim: int, k: Expr) -> StorageView:
+    lay = view.layout
+    size = tuple(k if i == dim else s for i, s in enumerate(lay.size))
+    return StorageView(view.buffer, Layout(size, lay.stride, lay.offset, lay.dtype, lay.device))
 
 
 def table() -> dict[str, LoweringFn]:
-    """The scan lowerings, by aten overload name."""
-    return {}
+    """The scan and sort lowerings, by aten overload name."""
+    return {
+        "aten.cumsum.default": cumsum,
+        "aten.cumprod.default": cumprod,
+        "aten.logcumsumexp.default": logcumsumexp,
+        "aten.sort.default": sort,
+        "aten.sort.stable": sort_stable,
+        "aten.topk.default": topk,
+    }

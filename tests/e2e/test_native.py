@@ -95,3 +95,33 @@ def test_rand_randn_statistics(backends: tuple[str, str]) -> None:
     assert abs(u.mean().item() - 0.5) < 0.02 and abs(n.mean().item()) < 0.05
     assert abs(n.std().item() - 1.0) < 0.05
     assert not torch.equal(u[0], u[1])
+
+
+def test_scans_native(backends: tuple[str, str]) -> None:
+    x = _edgy(5, 11)
+    y = torch.randn(6, 7)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
+        return x.cumsum(1), y.cumprod(0), torch.logcumsumexp(y, 1), torch.logcumsumexp(x, 0)
+
+    native(check(fn, backends, x, y), kernels=4)
+    ints = torch.randint(-(2**40), 2**40, (3, 9))
+    ints[0, 0] = torch.iinfo(torch.int64).max
+    native(check(lambda a: (a.cumsum(1), a.cumsum(0)), backends, ints))
+    native(check(lambda a: a.cumsum(0), backends, torch.rand(13) > 0.5))
+    infs = torch.tensor([-float("inf"), -float("inf"), 1.0, float("inf"), float("inf"), 2.0])
+    native(check(lambda a: torch.logcumsumexp(a, 0), backends, infs))
+
+
+def test_sort_topk_native(backends: tuple[str, str]) -> None:
+    x = torch.randn(6, 13)
+    x[1, 2], x[2, 5], x[3, 0] = float("nan"), float("inf"), -float("inf")
+
+    def fn(x: torch.Tensor) -> Any:
+        values, indices = torch.sort(x, dim=1, stable=True, descending=True)
+        return values, indices, torch.sort(x.t(), dim=1, stable=True), torch.topk(x, 4, dim=1)
+
+    native(check(fn, backends, x))
+    ties = torch.randint(0, 3, (4, 17)).float()
+    native(check(lambda a: torch.sort(a, dim=0, stable=True), backends, ties))
+    native(check(lambda a: torch.topk(a, 3, dim=0, largest=False), backends, torch.randn(9, 5)))
