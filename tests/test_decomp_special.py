@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+import torch.special as sp
 
 from polyduct.decomp import SpecialFunctionsMixin
 from polyduct.decomp.eager import EagerOps
+from polyduct.decomp.polynomials import POLY_MAX_DEGREE
 from polyduct.ops import OP_NAMES
 
 Tensor = torch.Tensor
@@ -44,7 +46,7 @@ def _sample(lo: float, hi: float, n: int, seed: int, edges: bool) -> Tensor:
     return torch.cat([x, torch.tensor(EDGES, dtype=torch.float64)])
 
 
-def _inputs(case: Case, dtype: torch.dtype, n: int = 3000) -> list[Tensor]:
+def _inputs(case: Case, dtype: torch.dtype, n: int = 1500) -> list[Tensor]:
     count = n if len(case.ranges) == 1 else n // 3
     args = [
         _sample(lo, hi, count, 17 * i + 1, case.edges) for i, (lo, hi) in enumerate(case.ranges)
@@ -98,6 +100,51 @@ CASES: tuple[Case, ...] = (
     Case("ndtri", torch.special.ndtri, ((-700.0, 0.0),), rtol32=1e-4, exp_inputs=True),
     Case("log_ndtr", torch.special.log_ndtr, ((-50.0, 10.0),), atol32=1e-10),
     Case("spherical_bessel_j0", torch.special.spherical_bessel_j0, ((-30.0, 30.0),), atol64=1e-16),
+    *(
+        Case(
+            f"{pre}chebyshev_polynomial_{k}",
+            getattr(sp, f"{pre}chebyshev_polynomial_{k}"),
+            ((-1.5, 1.5) if pre == "" else (-0.2, 1.2), (-2, 24)),
+            atol64=1e-13,
+            atol32=2e-4,
+            edges=False,
+        )
+        for pre in ("", "shifted_")
+        for k in "tuvw"
+    ),
+    Case(
+        "hermite_polynomial_h",
+        sp.hermite_polynomial_h,
+        ((-4.0, 4.0), (-2, 16)),
+        atol64=1e-12,
+        atol32=1e-3,
+        edges=False,
+    ),
+    Case(
+        "hermite_polynomial_he",
+        sp.hermite_polynomial_he,
+        ((-4.0, 4.0), (-2, 16)),
+        atol64=1e-12,
+        atol32=1e-4,
+        edges=False,
+    ),
+    Case(
+        "laguerre_polynomial_l",
+        sp.laguerre_polynomial_l,
+        ((-1.0, 30.0), (-2, 16)),
+        atol64=1e-12,
+        rtol32=1e-4,
+        atol32=1e-3,
+        edges=False,
+    ),
+    Case(
+        "legendre_polynomial_p",
+        sp.legendre_polynomial_p,
+        ((-1.0, 1.0), (-2, 16)),
+        atol64=1e-14,
+        atol32=1e-6,
+        edges=False,
+    ),
     Case("zeta", torch.special.zeta, ((1.001, 40.0), (0.01, 60.0)), rtol32=2e-5, atol32=1e-36),
 )
 
@@ -126,3 +173,18 @@ def test_mixin_covers_every_special_function() -> None:
         defined |= {n for n in vars(base) if not n.startswith("_")}
     assert defined <= OP_NAMES
     assert {c.op for c in CASES} <= defined
+
+
+POLYNOMIALS = sorted(c.op for c in CASES if "polynomial" in c.op)
+
+
+@pytest.mark.parametrize("op", POLYNOMIALS)
+def test_polynomial_edges(op: str) -> None:
+    """x in {NaN, +-inf, +-1, 0} for degrees -1..20, against torch's scalar path (small tensors:
+    torch's vectorised path answers NaN inputs differently)."""
+    for value in (math.nan, math.inf, -math.inf, 1.0, -1.0, 0.0):
+        n = torch.tensor([-1.0, 0, 1, 2, 3, 5, 10, 16, 20], dtype=torch.float64)
+        if "chebyshev" not in op:  # no closed form above POLY_MAX_DEGREE: NaN there
+            n = n[n <= POLY_MAX_DEGREE]
+        x = torch.full_like(n, value)
+        assert_matches(getattr(OPS, op)(x, n), getattr(sp, op)(x, n), 1e-12, 0.0, f"{op}({value})")

@@ -91,6 +91,9 @@ class EagerOps(SpecialFunctionsMixin, DefaultHandler[Tensor]):
     def acosh(self, x0: Tensor) -> Tensor:
         return torch.acosh(x0)
 
+    def sinh(self, x0: Tensor) -> Tensor:
+        return torch.sinh(x0)
+
     def cosh(self, x0: Tensor) -> Tensor:
         return torch.cosh(x0)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from polyduct.decomp import gamma, normal
+from polyduct.decomp import polynomials as poly
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
 
@@ -57,5 +58,45 @@ class NormalMixin:
         return normal.spherical_bessel_j0(self, x)
 
 
-class SpecialFunctionsMixin(GammaMixin, NormalMixin):
+class PolynomialMixin:
+    """Chebyshev (plain and shifted), Hermite, Laguerre and Legendre polynomials."""
+
+    def chebyshev_polynomial_t(self: Ops, x: Any, y: Any) -> Any:
+        return poly.chebyshev(self, x, y, "t", 6.0)
+
+    def chebyshev_polynomial_u(self: Ops, x: Any, y: Any) -> Any:
+        return poly.chebyshev(self, x, y, "u", 8.0)
+
+    def chebyshev_polynomial_v(self: Ops, x: Any, y: Any) -> Any:
+        return poly.chebyshev(self, x, y, "v", 8.0)
+
+    def chebyshev_polynomial_w(self: Ops, x: Any, y: Any) -> Any:
+        return poly.chebyshev(self, x, y, "w", 8.0)
+
+    def shifted_chebyshev_polynomial_t(self: Ops, x: Any, y: Any) -> Any:
+        return poly.shifted_chebyshev(self, x, y, "t", 6.0)
+
+    def shifted_chebyshev_polynomial_u(self: Ops, x: Any, y: Any) -> Any:
+        return poly.shifted_chebyshev(self, x, y, "u", 6.0)
+
+    def shifted_chebyshev_polynomial_v(self: Ops, x: Any, y: Any) -> Any:
+        return poly.shifted_chebyshev(self, x, y, "v", 6.0)
+
+    def shifted_chebyshev_polynomial_w(self: Ops, x: Any, y: Any) -> Any:
+        return poly.shifted_chebyshev(self, x, y, "w", 4.0)
+
+    def hermite_polynomial_h(self: Ops, x: Any, y: Any) -> Any:
+        return poly.hermite_h(self, x, y)
+
+    def hermite_polynomial_he(self: Ops, x: Any, y: Any) -> Any:
+        return poly.hermite_he(self, x, y)
+
+    def laguerre_polynomial_l(self: Ops, x: Any, y: Any) -> Any:
+        return poly.laguerre_l(self, x, y)
+
+    def legendre_polynomial_p(self: Ops, x: Any, y: Any) -> Any:
+        return poly.legendre_p(self, x, y)
+
+
+class SpecialFunctionsMixin(GammaMixin, NormalMixin, PolynomialMixin):
     """Every special function of the op set, from basic ops (see the family mixins)."""
