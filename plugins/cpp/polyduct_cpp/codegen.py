@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
-
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
+
 from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import StageState
 from polyduct_cpp.ops import CppOps
@@ -54,8 +54,9 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
     return out.getvalue(), list(emitter.sites)
 
 
-def _sizes(out: IndentedBuffer, emitter: StageEmitter, stem: str, ranges: Sequence[sympy.Expr],
-           total: str) -> None:
+def _sizes(
+    out: IndentedBuffer, emitter: StageEmitter, stem: str, ranges: Sequence[sympy.Expr], total: str
+) -> None:
     names = []
     for i, size in enumerate(ranges):
         out.line(f"const int64_t {stem}{i} = {emitter.index(size)};")
@@ -79,8 +80,9 @@ def _emit_lines(out: IndentedBuffer, text: str) -> None:
         out.line(line)
 
 
-def _split(out: IndentedBuffer, options: CppOptions, count: str, work: str,
-           loop: IndentedBuffer) -> None:
+def _split(
+    out: IndentedBuffer, options: CppOptions, count: str, work: str, loop: IndentedBuffer
+) -> None:
     """Run `loop` (over [pd_lo, pd_hi)) on all threads when `work` is large, else inline.
 
     The serial path makes no OpenMP call at all, so small kernels pay no team start-up.
@@ -107,8 +109,9 @@ def _split(out: IndentedBuffer, options: CppOptions, count: str, work: str,
     out.line("}")
 
 
-def _pointwise(out: IndentedBuffer, states: list[StageState], ndim: int,
-               options: CppOptions) -> None:
+def _pointwise(
+    out: IndentedBuffer, states: list[StageState], ndim: int, options: CppOptions
+) -> None:
     simd = not any(s.no_simd for s in states)
     body = "".join(s.body.getvalue() for s in states)
     if ndim == 0:
@@ -140,8 +143,13 @@ def _x_loop(out: IndentedBuffer, dim: int, body: str, lo: str, hi: str) -> None:
     out.line("}")
 
 
-def _per_row(out: IndentedBuffer, emitter: StageEmitter, states: list[StageState], ndim: int,
-             options: CppOptions) -> None:
+def _per_row(
+    out: IndentedBuffer,
+    emitter: StageEmitter,
+    states: list[StageState],
+    ndim: int,
+    options: CppOptions,
+) -> None:
     loop = IndentedBuffer()
     loop.line("for (int64_t pd_xf = pd_lo; pd_xf < pd_hi; ++pd_xf) {")
     with loop.indent():
@@ -152,7 +160,7 @@ def _per_row(out: IndentedBuffer, emitter: StageEmitter, states: list[StageState
         for state in states:
             loop.line("{")
             with loop.indent():
-                _STAGES[state.kind](loop, state, rdim, emitter.lanes)
+                _STAGES[state.kind](loop, state, rdim, emitter.lanes, options)
             loop.line("}")
     loop.line("}")
     _split(out, options, "pd_xnumel", "pd_xnumel * pd_rnumel", loop)
@@ -168,20 +176,23 @@ def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: 
     out.line("}")
 
 
-def _outer_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+def _outer_stage(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
+) -> None:
     _emit_lines(out, state.body.getvalue())
 
 
-def _inner_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+def _inner_stage(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
+) -> None:
     _r_loop(out, rdim, "0", state.body.getvalue().splitlines(), not state.no_simd)
 
 
-def _reduce_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+def _lane_blocks(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, lo: str, hi: str
+) -> None:
     body = state.body.getvalue().splitlines()
-    for decl in state.acc_decls:
-        out.line(decl)
-    out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")
-    out.line(f"for (int64_t pd_rb = 0; pd_rb < pd_rmain; pd_rb += {lanes}) {{")
+    out.line(f"for (int64_t pd_rb = {lo}; pd_rb < {hi}; pd_rb += {lanes}) {{")
     with out.indent():
         out.line("" if state.no_simd else "#pragma omp simd")
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
@@ -192,19 +203,68 @@ def _reduce_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int)
                 out.line(line)
         out.line("}")
     out.line("}")
+
+
+def _threaded_blocks(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
+) -> None:
+    """A reduction over few outer points splits its lane blocks across threads; per-thread
+    partial accumulators are merged in thread order, so the result is deterministic."""
+    out.line(f"if (pd_xnumel == 1 && pd_rmain >= {max(options.parallel_threshold, 4 * lanes)}) {{")
+    with out.indent():
+        out.line("const int pd_maxt = omp_get_max_threads();")
+        for ctype, acc in state.accs:
+            out.line(f"std::unique_ptr<{ctype}[]> {acc}_part(new {ctype}[pd_maxt * {lanes}]);")
+        out.line("#pragma omp parallel")
+        out.line("{")
+        with out.indent():
+            out.line("const int64_t pd_nt = omp_get_num_threads(), pd_t = omp_get_thread_num();")
+            out.line(f"const int64_t pd_blocks = pd_rmain / {lanes};")
+            out.line("const int64_t pd_per = (pd_blocks + pd_nt - 1) / pd_nt;")
+            out.line(f"const int64_t pd_b0 = std::min(pd_blocks, pd_t * pd_per) * {lanes};")
+            out.line(f"const int64_t pd_b1 = std::min(pd_blocks, (pd_t + 1) * pd_per) * {lanes};")
+            for ctype, acc in state.accs:
+                out.line(f"{ctype}* {acc} = {acc}_part.get() + pd_t * {lanes};")
+            _lane_blocks(out, state, rdim, lanes, "pd_b0", "pd_b1")
+        out.line("}")
+        out.line(f"for (int64_t pd_i = 0; pd_i < pd_maxt * {lanes}; ++pd_i) {{")
+        for _, acc in state.accs:
+            out.line(f"    {acc}[pd_i % {lanes}].merge({acc}_part[pd_i]);")
+        out.line("}")
+    out.line("} else {")
+    with out.indent():
+        _lane_blocks(out, state, rdim, lanes, "0", "pd_rmain")
+    out.line("}")
+
+
+def _reduce_stage(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
+) -> None:
+    body = state.body.getvalue().splitlines()
+    for ctype, acc in state.accs:
+        out.line(f"{ctype} {acc}[{lanes}];")
+    out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")
+    if options.openmp:
+        _threaded_blocks(out, state, rdim, lanes, options)
+    else:
+        _lane_blocks(out, state, rdim, lanes, "0", "pd_rmain")
     _r_loop(out, rdim, "pd_rmain", ["const int64_t pd_l = 0;", *body], False)
     out.line(f"for (int64_t pd_l = 1; pd_l < {lanes}; ++pd_l) {{")
     with out.indent():
-        for acc in state.acc_names:
+        for _, acc in state.accs:
             out.line(f"{acc}[0].merge({acc}[pd_l]);")
     out.line("}")
     _emit_lines(out, state.post.getvalue())
 
 
-def _scan_sort_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: int) -> None:
+def _scan_sort_stage(
+    out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
+) -> None:
     pre = state.body.getvalue().splitlines()
     for arr, ctype in state.arrays:
-        out.line(f"std::unique_ptr<{ctype}[]> {arr}_buf(new {ctype}[pd_rnumel > 0 ? pd_rnumel : 1]);")
+        out.line(
+            f"std::unique_ptr<{ctype}[]> {arr}_buf(new {ctype}[pd_rnumel > 0 ? pd_rnumel : 1]);"
+        )
         out.line(f"{ctype}* __restrict__ {arr} = {arr}_buf.get();")
     _r_loop(out, rdim, "0", [*pre, *state.gather], False)
     if state.sort_descending is None:
@@ -219,8 +279,10 @@ def _scan_sort_stage(out: IndentedBuffer, state: StageState, rdim: int, lanes: i
         desc = "true" if state.sort_descending else "false"
         out.line("std::unique_ptr<int64_t[]> pd_perm(new int64_t[pd_rnumel > 0 ? pd_rnumel : 1]);")
         out.line("for (int64_t pd_i = 0; pd_i < pd_rnumel; ++pd_i) pd_perm[pd_i] = pd_i;")
-        out.line(f"std::stable_sort(pd_perm.get(), pd_perm.get() + pd_rnumel, [&](int64_t a, "
-                 f"int64_t b) {{ return pd_sort_less<{desc}>({key}[a], {key}[b]); }});")
+        out.line(
+            f"std::stable_sort(pd_perm.get(), pd_perm.get() + pd_rnumel, [&](int64_t a, "
+            f"int64_t b) {{ return pd_sort_less<{desc}>({key}[a], {key}[b]); }});"
+        )
     _r_loop(out, rdim, "0", [*pre, *state.post.getvalue().splitlines()], False)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from polyduct.cache import Cache
 from polyduct.errors import KernelCompileError
+
 from polyduct_cpp.options import CppOptions
 
 INCLUDE_DIR = Path(__file__).parent / "include"
@@ -53,8 +54,9 @@ def header_text() -> str:
     return "".join(p.read_text() for p in sorted(INCLUDE_DIR.glob("*.h")))
 
 
-def compile_library(cache: Cache, source: str, spans: list[tuple[int, str]],
-                    options: CppOptions) -> Path:
+def compile_library(
+    cache: Cache, source: str, spans: list[tuple[int, str]], options: CppOptions
+) -> Path:
     """The shared library built from `source`; `spans` maps first source lines to kernel names."""
     flags = options.flags()
     inputs = {
@@ -68,8 +70,15 @@ def compile_library(cache: Cache, source: str, spans: list[tuple[int, str]],
     def build(directory: Path) -> None:
         src = directory / SOURCE_NAME
         src.write_text(source)
-        cmd = [options.compiler, *flags, f"-I{INCLUDE_DIR}", str(src), "-o",
-               str(directory / LIBRARY_NAME), *options.libraries()]
+        cmd = [
+            options.compiler,
+            *flags,
+            f"-I{INCLUDE_DIR}",
+            str(src),
+            "-o",
+            str(directory / LIBRARY_NAME),
+            *options.libraries(),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             kept = _keep_failed(cache, source)

@@ -155,7 +155,9 @@ class CStyleOps:
         return self._v("bitwise_not", expr, x0)
 
     def bitwise_left_shift(self, x0: CVal, x1: CVal) -> CVal:
-        return self._v("bitwise_left_shift", f"pd_shl({x0}, {self._k.coerce(x1, x0.dtype)})", x0, x1)
+        return self._v(
+            "bitwise_left_shift", f"pd_shl({x0}, {self._k.coerce(x1, x0.dtype)})", x0, x1
+        )
 
     def bitwise_right_shift(self, x0: CVal, x1: CVal) -> CVal:
         expr = f"pd_shr({x0}, {self._k.coerce(x1, x0.dtype)})"

@@ -6,7 +6,6 @@ import math
 from typing import Final
 
 import torch
-
 from polyduct.errors import UnsupportedOp
 
 STORAGE: Final[dict[torch.dtype, str]] = {
@@ -57,7 +56,7 @@ def to_storage(expr: str, dtype: torch.dtype) -> str:
     return f"static_cast<{storage_type(dtype)}>({expr})"
 
 
-def literal(value: bool | float | int, dtype: torch.dtype) -> str:
+def literal(value: bool | float, dtype: torch.dtype) -> str:
     """An exact C++ literal of `value` in the compute type of `dtype`."""
     ctype = compute_type(dtype)
     if dtype == torch.bool:

@@ -11,13 +11,14 @@ from typing import Any
 
 import sympy
 import torch
-
 from polyduct.codegen import CSE, IndentedBuffer, identifier
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import DtypePropagation
 from polyduct.indexing import CIndexPrinter
 from polyduct.kernel import KernelSpec
 from polyduct.ops import StoreMode
+
+from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import (
     LOW_PRECISION,
     compute_type,
@@ -26,7 +27,6 @@ from polyduct_cpp.ctypes_map import (
     storage_type,
     to_storage,
 )
-from polyduct_cpp.cstyle import CVal
 
 ASSIGN = "auto {name} = {expr};"
 
@@ -48,8 +48,7 @@ class StageState:
     kind: str
     body: IndentedBuffer = field(default_factory=IndentedBuffer)
     post: IndentedBuffer = field(default_factory=IndentedBuffer)
-    acc_decls: list[str] = field(default_factory=list)
-    acc_names: list[str] = field(default_factory=list)
+    accs: list[tuple[str, str]] = field(default_factory=list)  # (C type, name)
     gather: list[str] = field(default_factory=list)
     arrays: list[tuple[str, str]] = field(default_factory=list)  # (name, C type)
     combine: list[str] = field(default_factory=list)
@@ -212,7 +211,9 @@ class Emitter:
     def frexp(self, x: CVal) -> tuple[CVal, CVal]:
         mant, expo = self.fresh("mant"), self.fresh("exp")
         self.line(f"int32_t {expo};")
-        self.line(f"const auto {mant} = pd_frexp(static_cast<{compute_type(x.dtype)}>({x}), &{expo});")
+        self.line(
+            f"const auto {mant} = pd_frexp(static_cast<{compute_type(x.dtype)}>({x}), &{expo});"
+        )
         return CVal(mant, x.dtype), CVal(expo, torch.int32)
 
     def bucketize(
@@ -231,10 +232,14 @@ class Emitter:
         if sorter is not None and sorter_indices is not None:
             sname, sstride = sorter
             pos = f"static_cast<int64_t>({self.names[sname]}[{sorter_indices} + pd_i * ({self.index(sstride)})])"
-        elem = from_storage(f"{self.names[name]}[{boundary_indices} + {pos} * ({self.index(stride)})]", bdtype)
+        elem = from_storage(
+            f"{self.names[name]}[{boundary_indices} + {pos} * ({self.index(stride)})]", bdtype
+        )
         right_c = "true" if right else "false"
-        expr = (f"pd_bucketize({values}, {self.index(length)}, {right_c}, "
-                f"[&](int64_t pd_i) {{ return {elem}; }})")
+        expr = (
+            f"pd_bucketize({values}, {self.index(length)}, {right_c}, "
+            f"[&](int64_t pd_i) {{ return {elem}; }})"
+        )
         self.state.no_simd = True
         return self.value(expr, indexing_dtype)
 

@@ -19,10 +19,11 @@ _ASSERT_ERROR: Final = 2
 class CppKernel:
     """A compiled kernel following `kernel(*tensors, *sizes)`."""
 
-    __slots__ = ("name", "sites", "_fn", "_ntensors", "_err", "_err_addr")
+    __slots__ = ("_err", "_err_addr", "_fn", "_ntensors", "name", "sites")
 
-    def __init__(self, name: str, fn: Any, ntensors: int, nsizes: int, sites: Sequence[str]
-                 ) -> None:
+    def __init__(
+        self, name: str, fn: Any, ntensors: int, nsizes: int, sites: Sequence[str]
+    ) -> None:
         fn.restype = None
         fn.argtypes = [ctypes.c_void_p] * ntensors + [ctypes.c_int64] * nsizes + [ctypes.c_void_p]
         self.name, self.sites = name, tuple(sites)

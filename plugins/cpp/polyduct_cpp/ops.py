@@ -9,10 +9,10 @@ from typing import Any, final
 
 import sympy
 import torch
-
 from polyduct.ops import ReductionType, StoreMode
-from polyduct_cpp.ctypes_map import compute_type, literal, storage_type
+
 from polyduct_cpp.cstyle import CVal
+from polyduct_cpp.ctypes_map import compute_type, literal, storage_type
 from polyduct_cpp.special_ops import SpecialFnOps
 
 
@@ -217,8 +217,9 @@ class CppOps(SpecialFnOps):
         sorter: tuple[str, sympy.Expr] | None = None,
         sorter_indices: CVal | None = None,
     ) -> CVal:
-        return self._k.bucketize(values, boundaries, boundary_indices, indexing_dtype, right,
-                                 sorter, sorter_indices)
+        return self._k.bucketize(
+            values, boundaries, boundary_indices, indexing_dtype, right, sorter, sorter_indices
+        )
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
         self._k.check_bounds(expr, size, lower, upper)
@@ -248,7 +249,10 @@ class CppOps(SpecialFnOps):
         return self._k.scan(dtypes, combine_fn, values)
 
     def sort(
-        self, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...], stable: bool,
+        self,
+        dtypes: tuple[torch.dtype, ...],
+        values: tuple[CVal, ...],
+        stable: bool,
         descending: bool,
     ) -> tuple[CVal, ...]:
         return self._k.sort(dtypes, values, descending)
@@ -268,7 +272,7 @@ class CppOps(SpecialFnOps):
         return self._v("randint64", expr, seed, offset, low, high)
 
     # other
-    def constant(self, value: bool | float | int, dtype: torch.dtype) -> CVal:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> CVal:
         return CVal(literal(value, dtype), dtype)
 
     def device_assert_async(self, cond: CVal, msg: str) -> None:

@@ -38,7 +38,9 @@ class CppOptions:
 
     def __post_init__(self) -> None:
         if not self.compiler or any(c.isspace() for c in self.compiler):
-            raise InvalidOption("cpp", "compiler", self.compiler, "a compiler command without spaces")
+            raise InvalidOption(
+                "cpp", "compiler", self.compiler, "a compiler command without spaces"
+            )
         if self.opt_level not in (0, 1, 2, 3):
             raise InvalidOption("cpp", "opt_level", self.opt_level, "0, 1, 2 or 3")
         if not self.march.replace("-", "").replace("_", "").isalnum():
@@ -70,9 +72,19 @@ class CppOptions:
 
     def flags(self) -> tuple[str, ...]:
         """Compiler flags (part of the cache key)."""
-        base = [f"-O{self.opt_level}", f"-march={self.march}", "-std=c++17", "-shared", "-fPIC",
-                "-fwrapv", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math",
-                "-fno-semantic-interposition", "-w"]
+        base = [
+            f"-O{self.opt_level}",
+            f"-march={self.march}",
+            "-std=c++17",
+            "-shared",
+            "-fPIC",
+            "-fwrapv",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+            "-fno-trapping-math",
+            "-fno-semantic-interposition",
+            "-w",
+        ]
         if self.openmp:
             base.append("-fopenmp")
         if self.vector_math:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from polyduct.hookspecs import KernelBackendSpec, hookimpl
+
 from polyduct_cpp.backend import CppBackend, make_backend
 
 

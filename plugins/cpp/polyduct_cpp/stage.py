@@ -8,12 +8,12 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import torch
-
 from polyduct.codegen import CSE, IndentedBuffer
 from polyduct.errors import UnsupportedOp
 from polyduct.ops import ReductionType
-from polyduct_cpp.ctypes_map import compute_type
+
 from polyduct_cpp.cstyle import CVal
+from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import ASSIGN, Emitter
 
 _ACC: Final[dict[str, str]] = {
@@ -47,16 +47,16 @@ class StageEmitter(Emitter):
         if self.state.kind != kind:
             raise UnsupportedOp(op, "cpp", f"called in a {self.state.kind!r} stage", self.spec.name)
 
-    def reduction(self, dtype: torch.dtype, reduction_type: ReductionType, value: Any
-                  ) -> CVal | tuple[CVal, ...]:
+    def reduction(
+        self, dtype: torch.dtype, reduction_type: ReductionType, value: Any
+    ) -> CVal | tuple[CVal, ...]:
         self._require("reduce", "reduction")
         acc = self.fresh("acc")
         is_arg = reduction_type in ("argmax", "argmin")
         first = value[0] if isinstance(value, tuple) else value
         elem_dtype = first.dtype if is_arg else dtype
         ctype = compute_type(elem_dtype)
-        self.state.acc_decls.append(f"{_ACC[reduction_type]}<{ctype}> {acc}[{self.lanes}];")
-        self.state.acc_names.append(acc)
+        self.state.accs.append((f"{_ACC[reduction_type]}<{ctype}>", acc))
         if reduction_type == "welford_combine":
             parts = ", ".join(self.coerce(v, elem_dtype) for v in value)
             self.line(f"{acc}[pd_l].add3({parts});")
@@ -71,8 +71,9 @@ class StageEmitter(Emitter):
             outs.append(CVal(var, out_dtype))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _gather(self, kind: str, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...]
-                ) -> list[str]:
+    def _gather(
+        self, kind: str, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...]
+    ) -> list[str]:
         if self.state.arrays:
             raise UnsupportedOp(kind, "cpp", "more than one scan/sort in a stage", self.spec.name)
         arrays = []
@@ -85,9 +86,12 @@ class StageEmitter(Emitter):
         self.cse.buffer = self.state.post
         return arrays
 
-    def scan(self, dtypes: tuple[torch.dtype, ...],
-             combine_fn: Callable[[tuple[CVal, ...], tuple[CVal, ...]], tuple[CVal, ...]],
-             values: tuple[CVal, ...]) -> tuple[CVal, ...]:
+    def scan(
+        self,
+        dtypes: tuple[torch.dtype, ...],
+        combine_fn: Callable[[tuple[CVal, ...], tuple[CVal, ...]], tuple[CVal, ...]],
+        values: tuple[CVal, ...],
+    ) -> tuple[CVal, ...]:
         self._require("scan", "scan")
         arrays = self._gather("scan", dtypes, values)
         acc = tuple(CVal(f"{a}_acc", d) for a, d in zip(arrays, dtypes, strict=True))
@@ -99,23 +103,29 @@ class StageEmitter(Emitter):
             result = combine_fn(acc, cur)
         finally:
             self.cse = saved
-        lines = [f"const {compute_type(c.dtype)} {c.name} = {a}[pd_rf];"
-                 for c, a in zip(cur, arrays, strict=True)]
+        lines = [
+            f"const {compute_type(c.dtype)} {c.name} = {a}[pd_rf];"
+            for c, a in zip(cur, arrays, strict=True)
+        ]
         lines += buf.getvalue().splitlines()
-        lines += [f"{a.name} = {self.coerce(r, a.dtype)};" for a, r in zip(acc, result, strict=True)]
+        lines += [
+            f"{a.name} = {self.coerce(r, a.dtype)};" for a, r in zip(acc, result, strict=True)
+        ]
         lines += [f"{arr}[pd_rf] = {a.name};" for arr, a in zip(arrays, acc, strict=True)]
         self.state.combine = [t for t in lines if t]
         return self._results(arrays, dtypes, "pd_rf")
 
-    def sort(self, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...], descending: bool
-             ) -> tuple[CVal, ...]:
+    def sort(
+        self, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...], descending: bool
+    ) -> tuple[CVal, ...]:
         self._require("sort", "sort")
         arrays = self._gather("sort", dtypes, values)
         self.state.sort_descending = descending
         return self._results(arrays, dtypes, "pd_perm[pd_rf]")
 
-    def _results(self, arrays: list[str], dtypes: tuple[torch.dtype, ...], at: str
-                 ) -> tuple[CVal, ...]:
+    def _results(
+        self, arrays: list[str], dtypes: tuple[torch.dtype, ...], at: str
+    ) -> tuple[CVal, ...]:
         outs = []
         for arr, dtype in zip(arrays, dtypes, strict=True):
             var = f"{arr}_out"

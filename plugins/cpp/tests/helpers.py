@@ -7,9 +7,9 @@ from pathlib import Path
 
 import sympy
 import torch
-
 from polyduct.cache import Cache
 from polyduct.kernel import Body, KernelBuffer, KernelFn, KernelSpec, Stage
+
 from polyduct_cpp import CppBackend, CppOptions
 
 
@@ -17,16 +17,22 @@ def backend(tmp: Path, **options: object) -> CppBackend:
     return CppBackend(CppOptions(**options), cache=Cache(tmp))  # type: ignore[arg-type]
 
 
-def buf(name: str, t: torch.Tensor | torch.dtype, role: str, numel: int | sympy.Expr = 0
-        ) -> KernelBuffer:
+def buf(
+    name: str, t: torch.Tensor | torch.dtype, role: str, numel: int | sympy.Expr = 0
+) -> KernelBuffer:
     if isinstance(t, torch.Tensor):
         return KernelBuffer(name, t.dtype, role, sympy.Integer(t.numel()))  # type: ignore[arg-type]
     return KernelBuffer(name, t, role, sympy.sympify(numel))  # type: ignore[arg-type]
 
 
-def spec(name: str, ranges: Sequence[int | sympy.Expr], rranges: Sequence[int | sympy.Expr],
-         stages: Sequence[tuple[str, Body]], buffers: Sequence[KernelBuffer],
-         size_args: Sequence[sympy.Symbol] = ()) -> KernelSpec:
+def spec(
+    name: str,
+    ranges: Sequence[int | sympy.Expr],
+    rranges: Sequence[int | sympy.Expr],
+    stages: Sequence[tuple[str, Body]],
+    buffers: Sequence[KernelBuffer],
+    size_args: Sequence[sympy.Symbol] = (),
+) -> KernelSpec:
     return KernelSpec(
         name,
         tuple(sympy.sympify(r) for r in ranges),

@@ -9,9 +9,9 @@ import pytest
 import sympy
 import torch
 from helpers import backend, buf, compile_one, spec
-
 from polyduct import plugins
 from polyduct.errors import InvalidOption, KernelCompileError, KernelIndexError
+
 from polyduct_cpp import CppOptions
 
 
@@ -20,9 +20,17 @@ def _gather_spec(name: str = "gather"):  # type: ignore[no-untyped-def]
         i = ops.indirect_indexing(ops.load("idx", x[0]), sympy.Integer(4))
         ops.store("out", x[0], ops.load("table", i))
 
-    return spec(name, [3], [], [("outer", body)],
-                [buf("table", torch.float32, "in", 4), buf("idx", torch.int64, "in", 3),
-                 buf("out", torch.float32, "out", 3)])
+    return spec(
+        name,
+        [3],
+        [],
+        [("outer", body)],
+        [
+            buf("table", torch.float32, "in", 4),
+            buf("idx", torch.int64, "in", 3),
+            buf("out", torch.float32, "out", 3),
+        ],
+    )
 
 
 def test_registered_through_entry_point() -> None:

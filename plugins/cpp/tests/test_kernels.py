@@ -8,7 +8,6 @@ import pytest
 import sympy
 import torch
 from helpers import backend, buf, compile_one, spec
-
 from polyduct.indexing import size_symbol
 
 NAN = float("nan")
@@ -26,9 +25,17 @@ def test_pointwise_strided_broadcast_and_size_args(tmp_path: Path) -> None:
     a = base.t()
     b = torch.randn(s, dtype=torch.float32)
     out = torch.empty(5, s)
-    k = compile_one(backend(tmp_path), spec("pw", [5, s0], [], [("outer", body)],
-                                            [buf("a", base, "in"), buf("b", b, "in"),
-                                             buf("out", out, "out")], [s0]))
+    k = compile_one(
+        backend(tmp_path),
+        spec(
+            "pw",
+            [5, s0],
+            [],
+            [("outer", body)],
+            [buf("a", base, "in"), buf("b", b, "in"), buf("out", out, "out")],
+            [s0],
+        ),
+    )
     k(base, b, out, s)
     torch.testing.assert_close(out, torch.sigmoid(a) * (b + a))
 
@@ -41,13 +48,12 @@ def test_small_dtypes_round_and_wrap(tmp_path: Path, dtype: torch.dtype) -> None
 
     a = (torch.randn(100) * 20).to(dtype)
     out = torch.empty_like(a)
-    k = compile_one(backend(tmp_path), spec("small", [100], [], [("outer", body)],
-                                            [buf("a", a, "in"), buf("out", out, "out")]))
+    k = compile_one(
+        backend(tmp_path),
+        spec("small", [100], [], [("outer", body)], [buf("a", a, "in"), buf("out", out, "out")]),
+    )
     k(a, out)
-    if dtype.is_floating_point:
-        want = (a.float() * a.float() + a.float()).to(dtype)
-    else:
-        want = a * a + a
+    want = (a.float() * a.float() + a.float()).to(dtype) if dtype.is_floating_point else a * a + a
     torch.testing.assert_close(out, want, equal_nan=True)
 
 
@@ -80,8 +86,14 @@ def test_float_reductions_with_nan_and_ties(tmp_path: Path, rtype: str) -> None:
         x = x.abs() * 0.5 + 0.75
     out_dtype = torch.int64 if rtype.startswith("arg") else torch.float32
     got = _reduce(tmp_path, rtype, x, out_dtype)[0]
-    want = {"sum": x.sum(1), "prod": x.prod(1), "max": x.amax(1), "min": x.amin(1),
-            "argmax": x.argmax(1), "argmin": x.argmin(1)}[rtype]
+    want = {
+        "sum": x.sum(1),
+        "prod": x.prod(1),
+        "max": x.amax(1),
+        "min": x.amin(1),
+        "argmax": x.argmax(1),
+        "argmin": x.argmin(1),
+    }[rtype]
     torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-5, atol=1e-5)
 
 
@@ -112,7 +124,9 @@ def test_softmax_with_local_buffers(tmp_path: Path) -> None:
     x, out = torch.randn(rows, cols), torch.empty(rows, cols)
 
     def mx(ops, xs, rs):
-        red = ops.reduction(torch.float32, torch.float32, "max", ops.load("x", xs[0] * cols + rs[0]))
+        red = ops.reduction(
+            torch.float32, torch.float32, "max", ops.load("x", xs[0] * cols + rs[0])
+        )
         ops.store_reduction("m", xs[0], red)
 
     def sm(ops, xs, rs):
@@ -123,11 +137,16 @@ def test_softmax_with_local_buffers(tmp_path: Path) -> None:
         e = ops.exp(ops.sub(ops.load("x", xs[0] * cols + rs[0]), ops.load("m", xs[0])))
         ops.store("out", xs[0] * cols + rs[0], ops.truediv(e, ops.load("s", xs[0])))
 
-    bufs = [buf("x", x, "in"), buf("m", torch.float32, "local", rows),
-            buf("s", torch.float32, "local", rows), buf("out", out, "out")]
-    k = compile_one(backend(tmp_path), spec("softmax", [rows], [cols],
-                                            [("reduce", mx), ("reduce", sm), ("inner", norm)],
-                                            bufs))
+    bufs = [
+        buf("x", x, "in"),
+        buf("m", torch.float32, "local", rows),
+        buf("s", torch.float32, "local", rows),
+        buf("out", out, "out"),
+    ]
+    k = compile_one(
+        backend(tmp_path),
+        spec("softmax", [rows], [cols], [("reduce", mx), ("reduce", sm), ("inner", norm)], bufs),
+    )
     k(x, out)
     torch.testing.assert_close(out, torch.softmax(x, 1))
 
@@ -136,7 +155,11 @@ def test_scan_cumsum_and_sort_with_nan(tmp_path: Path) -> None:
     rows, cols = 4, 23
     x = torch.randn(rows, cols)
     x[0, 3] = NAN
-    cs, sv, si = torch.empty_like(x), torch.empty_like(x), torch.empty(rows, cols, dtype=torch.int64)
+    cs, sv, si = (
+        torch.empty_like(x),
+        torch.empty_like(x),
+        torch.empty(rows, cols, dtype=torch.int64),
+    )
 
     def scan(ops, xs, rs):
         v = ops.load("x", xs[0] * cols + rs[0])
@@ -171,10 +194,37 @@ def test_masked_load_and_indirect_gather(tmp_path: Path) -> None:
         v = ops.masked(mask, lambda: ops.load("table", i), -1.0)
         ops.store("out", x[0], v)
 
-    k = compile_one(backend(tmp_path), spec("gather", [5], [], [("outer", body)],
-                                            [buf("table", table, "in"), buf("idx", idx, "in"),
-                                             buf("out", out, "out")]))
+    k = compile_one(
+        backend(tmp_path),
+        spec(
+            "gather",
+            [5],
+            [],
+            [("outer", body)],
+            [buf("table", table, "in"), buf("idx", idx, "in"), buf("out", out, "out")],
+        ),
+    )
     k(table, idx, out)
     want = table[idx]
     want[4] = -1.0
     torch.testing.assert_close(out, want)
+
+
+def test_full_reduction_split_across_threads(tmp_path: Path) -> None:
+    x = torch.randn(1 << 18, dtype=torch.float64)
+    x[123457] = 1e3
+    total, arg = torch.empty(1, dtype=torch.float64), torch.empty(1, dtype=torch.int64)
+
+    def body(ops, xs, rs):
+        v = ops.load("x", rs[0])
+        ops.store_reduction("t", 0, ops.reduction(torch.float64, torch.float64, "sum", v))
+        ops.store_reduction("a", 0, ops.reduction(torch.int64, torch.float64, "argmax", v))
+
+    bufs = [buf("x", x, "in"), buf("t", total, "out"), buf("a", arg, "out")]
+    k = compile_one(
+        backend(tmp_path, parallel_threshold=1024),
+        spec("full", [], [x.numel()], [("reduce", body)], bufs),
+    )
+    k(x, total, arg)
+    torch.testing.assert_close(total[0], x.sum())
+    assert arg.item() == 123457
