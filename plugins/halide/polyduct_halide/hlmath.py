@@ -43,7 +43,11 @@ def compute(dtype: str) -> hl.Type:
 
 def load(buf: E, index: E, dtype: str) -> E:
     """Element `index` of `buf` as a compute value."""
-    raw = buf[index]
+    return decode(buf[index], dtype)
+
+
+def decode(raw: E, dtype: str) -> E:
+    """A buffer element of torch dtype `dtype` as a compute value."""
     if dtype == "float16":
         return hl.cast(hl.Float(32), raw)
     if dtype == "bfloat16":
@@ -65,10 +69,10 @@ def convert(x: E, dtype: str) -> E:
     x = ex(x)
     if dtype == "bool":
         return x if x.type().is_bool() else x != hl.cast(x.type(), 0)
-    if dtype == "float16":
-        return hl.cast(hl.Float(32), hl.cast(hl.Float(16), x))
-    if dtype == "bfloat16":
-        return hl.cast(hl.Float(32), hl.cast(hl.BFloat(16), x))
+    if dtype in ("float16", "bfloat16"):
+        low = hl.Float(16) if dtype == "float16" else hl.BFloat(16)
+        rounded = hl.cast(hl.Float(32), hl.cast(low, x))
+        return hl.select(hl.is_nan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
     return hl.cast(_TYPES[dtype], x)
 
 
@@ -387,6 +391,35 @@ def frexp(x: E) -> tuple[E, E]:
     e = hl.select(big, e + 1, hl.select(small, e - 1, e))
     special = (x == c(x, 0)) | hl.is_inf(x) | hl.is_nan(x)
     return hl.select(special, x, hl.cast(x.type(), mant)), hl.select(special, hl.i32(0), e)
+
+
+def bucketize(
+    values: E, buf: E, dtype: str, length: E, numel: E, stride: E, const_length: int | None,
+    start: E, right: bool, sorter: tuple[E, str] | None, sorter_stride: E, sorter_start: E,
+    out_dtype: str,
+) -> E:
+    """searchsorted of `values` in a row of `buf` by a binary search unrolled to fixed steps."""
+    values = ex(values)
+    low = hl.i64(0)
+    high = hl.cast(hl.Int(64), length)
+    base = hl.cast(hl.Int(64), start)
+    steps = const_length.bit_length() + 1 if const_length is not None else 33
+    last = hl.cast(hl.Int(32), hl.max(ex(numel) - 1, 0))
+    for _ in range(steps):
+        active = low < high
+        mid = (low + high) / 2
+        pos = mid
+        if sorter is not None:
+            sbuf, sdt = sorter
+            sidx = hl.cast(hl.Int(64), sorter_start) + mid * hl.cast(hl.Int(64), sorter_stride)
+            sidx32 = hl.clamp(hl.cast(hl.Int(32), sidx), 0, sbuf.dim(0).extent() - 1)
+            pos = hl.cast(hl.Int(64), load(sbuf, sidx32, sdt))
+        idx = hl.clamp(hl.cast(hl.Int(32), base + pos * hl.cast(hl.Int(64), stride)), 0, last)
+        bound = hl.cast(values.type(), load(buf, idx, dtype))
+        above = ((values > bound) | (values == bound)) if right else (values > bound)
+        low = hl.select(active & above, mid + 1, low)
+        high = hl.select(active & hl.logical_not(above), mid, high)
+    return hl.cast(_TYPES[out_dtype], low)
 
 
 from polyduct_halide.hlrandom import rand, randint64, randn

@@ -78,14 +78,14 @@ def _max(acc: list[E], v: list[E], pos: E) -> list[E]:
     a, b = ex(acc[0]), _cast(ex(acc[0]).type(), v[0])
     if a.type().is_bool():
         return [a | b]
-    return [hl.select(_nan(a) | (a >= b), a, b)]
+    return [hl.select(_nan(a) | (a > b) | (a == b), a, b)]
 
 
 def _min(acc: list[E], v: list[E], pos: E) -> list[E]:
     a, b = ex(acc[0]), _cast(ex(acc[0]).type(), v[0])
     if a.type().is_bool():
         return [a & b]
-    return [hl.select(_nan(a) | (a <= b), a, b)]
+    return [hl.select(_nan(a) | (a < b) | (a == b), a, b)]
 
 
 def _arg(largest: bool) -> Combine:
@@ -134,7 +134,7 @@ def _softmax(acc: list[E], v: list[E], pos: E) -> list[E]:
     old_max, old_sum = ex(acc[0]), ex(acc[1])
     t = old_max.type()
     x = _cast(t, v[0])
-    new_max = hl.select(_nan(old_max) | (old_max >= x), old_max, x)
+    new_max = hl.select(_nan(old_max) | (old_max > x) | (old_max == x), old_max, x)
     minus_inf = new_max == hl.cast(t, float("-inf"))
     one = hl.cast(t, 1)
     old_scale = hl.select(minus_inf, one, hl.exp(old_max - new_max))

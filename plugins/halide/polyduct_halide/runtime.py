@@ -61,7 +61,8 @@ def tup(values: Sequence[Any]) -> Any:
 
 def elems(ref: Any, n: int) -> list[Any]:
     """The `n` elements of a Func reference (a Tuple-valued one when n > 1)."""
-    return [ref[i] for i in range(n)] if n > 1 else [ref]
+    # FuncRef arithmetic builds Halide's `+=` sugar objects; plain Exprs compose safely.
+    return [ex(ref[i]) for i in range(n)] if n > 1 else [ex(ref)]
 
 
 def output(name: str, type_: hl.Type) -> hl.Func:
@@ -72,11 +73,8 @@ def output(name: str, type_: hl.Type) -> hl.Func:
 
 
 def scatter(func: hl.Func, index: Any, value: Any, atomic: bool) -> None:
-    """`func[index] = value` (or `+=` for atomic adds) as an update definition."""
-    if atomic:
-        func[index] = func[index] + value
-    else:
-        func[index] = value
+    """`func[index] = value` as an update definition."""
+    func[index] = value  # atomic adds read the old value in `value`; they run serially
 
 
 def reduction(

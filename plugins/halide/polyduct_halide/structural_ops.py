@@ -19,7 +19,7 @@ def func_ref(func: str, n_outer: int, element: int, size: int, extra: str = "") 
     """Source of `func[x0, ..., extra][element]` inside a stage function."""
     args = [f"x{i}" for i in range(n_outer)] + ([extra] if extra else [])
     call = f"{func}[{', '.join(args)}]" if args else f"{func}[()]"
-    return f"{call}[{element}]" if size > 1 else call
+    return f"_m.ex({call}[{element}])" if size > 1 else f"_m.ex({call})"
 
 
 def _dt(dtype: torch.dtype) -> str:
@@ -71,10 +71,12 @@ class HalideStructuralOps:
         func = f"{self.t.names[name]}_out"
         idx = self._index(index, name, f"{func}.output_buffer().dim(0).extent()")
         val = self.t.guard(value).code
+        atomic = mode == "atomic_add"
+        if atomic:
+            val = f"_m.decode({func}[{idx}], {_dt(buf.dtype)}) + {val}"
         encoded = f"_m.encode({val}, {_dt(buf.dtype)})"
         if self.t.mask() is not None:  # a masked store leaves memory as it is
             encoded = f"hl.select({self.t.mask()}, {encoded}, {func}[{idx}])"
-        atomic = mode == "atomic_add"
         self.em.lines.append(f"S.append(({func}, {idx}, {encoded}, {atomic}))")
         self.t.stage.stores.append(func)
 
@@ -175,12 +177,13 @@ class HalideStructuralOps:
             wrapped = self.em.emit(f"hl.select({x} < 0, {x} + {sz}, {x})", x.dtype).code
         cond = self.em.emit(f"({wrapped} >= 0) & ({wrapped} < {sz})", torch.bool).code
         name = self.t.fresh("ind")
+        self.em.lines.append(f"{name}_raw = {wrapped}")
         self.em.lines.append(f"{name} = hl.cast(hl.Int(32), hl.clamp({wrapped}, 0, {sz} - 1))")
-        self.t.indirect[name] = (x.code, cond, sz, check)
+        self.t.add_indirect(name, (x.code, cond, sz, check))
         return sympy.Symbol(name, integer=True)
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
-        idx, sz = self.t.expr(expr), self.t.expr(size)
+        idx, sz = self.t.expr(expr, raw=True), self.t.expr(size)
         parts = ([f"({idx} >= 0)"] if lower else []) + ([f"({idx} < {sz})"] if upper else [])
         if not parts:
             return
@@ -236,7 +239,8 @@ class HalideStructuralOps:
         barg = self.t.names[name]
         self.t.used_args.add(barg)
         bdt = _dt(self.t.spec.buffer(name).dtype)
-        parts = [f"{barg}, {bdt}", *(self.t.expr(e) for e in (length, numel, stride))]
+        steps = str(int(length)) if sympy.sympify(length).is_Integer else "None"
+        parts = [f"{barg}, {bdt}", *(self.t.expr(e) for e in (length, numel, stride)), steps]
         sort_part = "None, None, None"
         if sorter is not None:
             sarg = self.t.names[sorter[0]]

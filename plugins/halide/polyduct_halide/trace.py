@@ -64,10 +64,10 @@ class Check:
 class _HalidePrinter(PythonIndexPrinter):
     def __init__(self, names: dict[str, str]) -> None:
         super().__init__()
-        self._names = names
+        self.names = names
 
     def _print_Symbol(self, expr: sympy.Symbol) -> str:
-        return self._names.get(expr.name, expr.name)
+        return self.names.get(expr.name, expr.name)
 
 
 @dataclass
@@ -86,9 +86,9 @@ class KernelTrace:
 
     def __post_init__(self) -> None:
         self.names = self.spec.arg_names()
-        self._printer = _HalidePrinter(
-            {s.name: self.names[s.name] for s in self.spec.size_args}
-        )
+        sizes = {s.name: self.names[s.name] for s in self.spec.size_args}
+        self._printer = _HalidePrinter(dict(sizes))
+        self._raw_printer = _HalidePrinter(dict(sizes))
 
     @property
     def stage(self) -> StageTrace:
@@ -101,9 +101,18 @@ class KernelTrace:
         self.pending = []
         return self.stage
 
-    def expr(self, expr: sympy.Expr) -> str:
-        """Source of a sympy index expression as a Halide Int(32) expression."""
-        return f"_m.ex({self._printer.doprint(sympy.sympify(expr))})"
+    def expr(self, expr: sympy.Expr, raw: bool = False) -> str:
+        """Source of a sympy index expression as a Halide expression.
+
+        With `raw`, indirect indices appear unclamped (for bounds checks on them).
+        """
+        printer = self._raw_printer if raw else self._printer
+        return f"_m.ex({printer.doprint(sympy.sympify(expr))})"
+
+    def add_indirect(self, name: str, entry: tuple[str, str, str, bool]) -> None:
+        """Record indirect index symbol `name` (its clamped value) and `name`_raw (unclamped)."""
+        self.indirect[name] = entry
+        self._raw_printer.names[name] = f"{name}_raw"
 
     def fresh(self, prefix: str) -> str:
         """A kernel-unique name."""
