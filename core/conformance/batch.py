@@ -58,6 +58,7 @@ class Session:
 
     backend: KernelBackend
     wrapper: WrapperBackend | None
+    device: str = "cpu"  # inputs are made on the CPU, then moved here; outputs come back
     kernels: int = 0  # kernel sources handed to backend.load
     modules: int = 0  # backend.load calls (one module / compile unit each)
     seconds: dict[str, float] = field(default_factory=dict)
@@ -93,7 +94,7 @@ def _group_key(probe: Probe) -> tuple[Any, ...]:
     return (probe.ranges, probe.reduction_ranges, kinds)
 
 
-def build_specs(probes: Sequence[Probe], tag: str) -> list[KernelSpec]:
+def build_specs(probes: Sequence[Probe], tag: str, device: str = "cpu") -> list[KernelSpec]:
     """Merge probes sharing an iteration space into kernels of at most `MAX_STAGES` stages."""
     groups: dict[tuple[Any, ...], list[tuple[int, Probe]]] = {}
     for i, probe in enumerate(probes):
@@ -115,6 +116,7 @@ def build_specs(probes: Sequence[Probe], tag: str) -> list[KernelSpec]:
                     reduction_ranges=tuple(sympy.Integer(r) for r in first.reduction_ranges),
                     stages=tuple(stages),
                     buffers=tuple(buffers),
+                    device=device,
                 )
             )
     return specs
@@ -124,7 +126,10 @@ Layouts = dict[str, tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...]]]
 
 
 def _program(
-    specs: Sequence[KernelSpec], sources: Sequence[KernelSource], layouts: Layouts
+    specs: Sequence[KernelSpec],
+    sources: Sequence[KernelSource],
+    layouts: Layouts,
+    device: str = "cpu",
 ) -> WrapperProgram:
     inputs = [b.name for s in specs for b in s.args if b.role in ("in", "inout")]
     outputs = [b.name for s in specs for b in s.args if b.role in ("out", "inout")]
@@ -132,7 +137,7 @@ def _program(
     for spec in specs:
         for b in spec.args:
             if b.role == "out":
-                lines.append(Allocate(b.name, *layouts[b.name], b.dtype, "cpu"))
+                lines.append(Allocate(b.name, *layouts[b.name], b.dtype, device))
     for src in sources:
         lines.append(KernelDefinition(src.name, src.backend, src.source))
     for spec in specs:
@@ -143,20 +148,21 @@ def _program(
 
 def execute(session: Session, probes: Sequence[Probe], tag: str) -> list[dict[str, torch.Tensor]]:
     """Run `probes` as few kernels as one program; each probe's outputs (and inouts) by name."""
-    specs = build_specs(probes, tag)
+    specs = build_specs(probes, tag, session.device)
     sources = [session.backend.codegen(spec) for spec in specs]
     args: dict[str, torch.Tensor] = {}
     layouts: Layouts = {}
     for i, probe in enumerate(probes):
         for name, t in probe.inputs.items():
-            args[f"p{i}_{name}"] = t.clone() if name in probe.inouts else t
+            moved = _to_device(t, session.device)
+            args[f"p{i}_{name}"] = moved.clone() if moved is t and name in probe.inouts else moved
         for name, o in probe.outputs.items():
             layouts[f"p{i}_{name}"] = (
                 tuple(sympy.Integer(s) for s in o.shape),
                 tuple(sympy.Integer(s) for s in o.strides),
             )
     if session.wrapper is not None:
-        program = _program(specs, sources, layouts)
+        program = _program(specs, sources, layouts, session.device)
         fn = session.wrapper.build(program, _loader(session))
         inputs = program.lines[0]
         assert isinstance(inputs, GraphInputs)
@@ -167,7 +173,7 @@ def execute(session: Session, probes: Sequence[Probe], tag: str) -> list[dict[st
     else:
         produced = _run_direct(session, specs, sources, args, layouts)
     return [
-        {name: produced[f"p{i}_{name}"] for name in (*probe.outputs, *probe.inouts)}
+        {name: _cpu(produced[f"p{i}_{name}"]) for name in (*probe.outputs, *probe.inouts)}
         for i, probe in enumerate(probes)
     ]
 
@@ -192,10 +198,30 @@ def _run_direct(
             if b.role == "out":
                 size, stride = layouts[b.name]
                 args[b.name] = torch.empty_strided(
-                    tuple(int(s) for s in size), tuple(int(s) for s in stride), dtype=b.dtype
+                    tuple(int(s) for s in size),
+                    tuple(int(s) for s in stride),
+                    dtype=b.dtype,
+                    device=session.device,
                 )
         kernels[spec.name](*(args[b.name] for b in spec.args))
     return args
+
+
+def _to_device(t: torch.Tensor, device: str) -> torch.Tensor:
+    """`t` on `device` with the same size, strides and element span (offset dropped)."""
+    if torch.device(device) == t.device:
+        return t
+    flat = t.as_strided((_numel(t),), (1,), t.storage_offset()).to(device)
+    return flat.as_strided(t.shape, t.stride(), 0)
+
+
+def _cpu(t: torch.Tensor) -> torch.Tensor:
+    """`t` on the CPU, strides kept (the oracle and the comparison run there)."""
+    if t.device.type == "cpu":
+        return t
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+    out.copy_(t)
+    return out
 
 
 def _verdict(probe: Probe, got: dict[str, torch.Tensor]) -> list[str]:
@@ -212,7 +238,8 @@ def _verdict(probe: Probe, got: dict[str, torch.Tensor]) -> list[str]:
 def source_of(session: Session, probe: Probe) -> str:
     """The kernel source of `probe` alone (codegen only, no compile), for failure reports."""
     try:
-        return session.backend.codegen(build_specs([probe], "failing")[0]).source
+        spec = build_specs([probe], "failing", session.device)[0]
+        return session.backend.codegen(spec).source
     except Exception as exc:  # noqa: BLE001 -- the report shows why codegen failed instead
         return f"<codegen failed: {type(exc).__name__}: {exc}>"
 
@@ -259,7 +286,7 @@ def _codegen_failures(
     refused, rest = [], []
     for probe in probes:
         try:
-            session.backend.codegen(build_specs([probe], "probe")[0])
+            session.backend.codegen(build_specs([probe], "probe", session.device)[0])
         except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
             refused.append(ProbeResult(probe, "failed", _format_exc(exc), "<codegen failed>"))
         else:

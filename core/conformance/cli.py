@@ -18,6 +18,7 @@ from polyduct.conformance.report import (
     write_junit,
 )
 from polyduct.conformance.runner import BackendReport, Selection, run_backend
+from polyduct.conformance.wrappers import check_installed_wrappers
 
 CATEGORIES = (
     "math",
@@ -49,6 +50,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="python",
         help="wrapper backend running the kernels ('none': call backend.load directly)",
     )
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="device the kernels and the eager oracle run on (cpu, cuda); inputs are made "
+        "on the CPU with the CPU generator, then moved",
+    )
     p.add_argument("--ops", help="regular expression selecting op names")
     p.add_argument("--dtypes", help="comma-separated dtype names (float32,int8,...)")
     p.add_argument(
@@ -77,7 +84,13 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def run_named(name: str, wrapper_name: str, selection: Selection) -> BackendReport:
+def run_named(
+    name: str,
+    wrapper_name: str,
+    selection: Selection,
+    device: str = "cpu",
+    wrapper_missing: dict[str, dict[str, str]] | None = None,
+) -> BackendReport:
     """Build backend `name` (installed, or `module:attr`) and the wrapper, and run the suite."""
     from polyduct.plugins import load
 
@@ -87,8 +100,18 @@ def run_named(name: str, wrapper_name: str, selection: Selection) -> BackendRepo
         wrapper = None if wrapper_name == "none" else plugins.wrapper_backend(wrapper_name)
     except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        return BackendReport(name, wrapper_name, None, error=text)
-    return run_backend(name, backend, wrapper, selection, progress=_say)
+        return BackendReport(name, wrapper_name, None, error=text, device=device)
+    return run_backend(
+        name, backend, wrapper, selection, _say, device=device, wrapper_missing=wrapper_missing
+    )
+
+
+def wrapper_findings() -> dict[str, dict[str, str]]:
+    """Missing Wrapper IR line types of every installed wrapper (an error of the check itself too)."""
+    try:
+        return check_installed_wrappers()
+    except Exception as exc:  # noqa: BLE001 -- reported in the static section, never fatal
+        return {"<wrapper check>": {"<all>": f"{type(exc).__name__}: {exc}"}}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,9 +121,10 @@ def run(args: argparse.Namespace) -> int:
     names = args.backend or load().kernel_backends.names()
     selection = selection_from(args)
     reports = []
+    findings = wrapper_findings()
     for name in names:
-        _say(f"running conformance on {name!r} ...")
-        reports.append(run_named(name, args.wrapper, selection))
+        _say(f"running conformance on {name!r} ({args.device}) ...")
+        reports.append(run_named(name, args.wrapper, selection, args.device, findings))
     for report in reports:
         _say("\n".join(backend_text(report, args.verbose)))
     for err in load().errors:

@@ -7,7 +7,15 @@ from typing import Any
 import torch
 
 from polyduct.conformance.inputs import FLOATS, INTS, SHAPE, as_layout, generate, seed_of
-from polyduct.conformance.probe import OpBody, OutSpec, Probe, access, dtype_name, out_like
+from polyduct.conformance.probe import (
+    ORACLE_DEVICE,
+    OpBody,
+    OutSpec,
+    Probe,
+    access,
+    dtype_name,
+    out_like,
+)
 from polyduct.conformance.table import OpCase, Out
 
 LAYOUTS = {"contiguous": ("contiguous",), "strided": ("transposed", "sliced")}
@@ -35,9 +43,11 @@ def reference(
     torch's own half kernels are sometimes less accurate than float32-then-round (ndtr, erf on
     subnormals), and the op set promises float32 compute, so the oracle rounds a float32 result.
     """
+    device = ORACLE_DEVICE.get()
     upcast = [a.float() if a.dtype in (torch.float16, torch.bfloat16) else a for a in args]
-    result = case.ref(*upcast, *params)
-    return result if isinstance(result, tuple) else (result,)
+    result = case.ref(*(a.to(device) for a in upcast), *params)
+    results = result if isinstance(result, tuple) else (result,)
+    return tuple(r.cpu() for r in results)
 
 
 def _inputs(case: OpCase, dtype: torch.dtype, params: tuple[Any, ...]) -> list[torch.Tensor]:

@@ -7,6 +7,7 @@ distinct buffer-name prefix (`with_prefix`).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,9 @@ class Access:
     def index(self, idx: Sequence[sympy.Expr]) -> sympy.Expr:
         return sympy.Add(*(i * s for i, s in zip(idx, self.strides, strict=True)))
 
+
+# The device the eager oracle of table ops runs on (`--device`); inputs are always made on the CPU.
+ORACLE_DEVICE: contextvars.ContextVar[str] = contextvars.ContextVar("oracle_device", default="cpu")
 
 NO_ACCESS = Access("", ())  # default of body fields; every real body sets its own
 

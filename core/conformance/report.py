@@ -44,7 +44,8 @@ def failure_text(result: ProbeResult, with_source: bool = True) -> str:
 
 def backend_text(report: BackendReport, verbose: bool = False) -> list[str]:
     """Static findings, failures and skips of one backend."""
-    lines = [f"== {report.backend} (wrapper: {report.wrapper or 'direct load'})"]
+    wrapper = report.wrapper or "direct load"
+    lines = [f"== {report.backend} (wrapper: {wrapper}, device: {report.device})"]
     if report.error:
         lines.append(f"  ERROR: {report.error}")
     if report.static is not None:
@@ -94,6 +95,7 @@ def to_json(reports: Sequence[BackendReport]) -> dict[str, Any]:
             {
                 "backend": r.backend,
                 "wrapper": r.wrapper,
+                "device": r.device,
                 "seconds": round(r.seconds, 3),
                 "modules": r.modules,
                 "kernels": r.kernels,

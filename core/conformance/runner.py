@@ -13,7 +13,7 @@ import torch
 from polyduct.conformance.batch import ProbeResult, Session, Status, run_probes
 from polyduct.conformance.elementwise import elementwise_probes
 from polyduct.conformance.other_cases import OTHER
-from polyduct.conformance.probe import Probe, dtype_name
+from polyduct.conformance.probe import ORACLE_DEVICE, Probe, dtype_name
 from polyduct.conformance.randomness import RANDOM
 from polyduct.conformance.reductions import REDUCTIONS
 from polyduct.conformance.special import BASIC
@@ -76,6 +76,7 @@ class BackendReport:
     kernels: int = 0
     modules: int = 0
     error: str = ""
+    device: str = "cpu"
 
     def counts(self) -> dict[str, int]:
         counts = {"passed": 0, "failed": 0, "skipped": 0}
@@ -141,13 +142,23 @@ def run_backend(
     selection: Selection,
     progress: Progress | None = None,
     device: str = "cpu",
+    wrapper_missing: dict[str, dict[str, str]] | None = None,
 ) -> BackendReport:
-    """Run the selected suite on one backend; `wrapper` None calls `backend.load` directly."""
+    """Run the selected suite on one backend; `wrapper` None calls `backend.load` directly.
+
+    Inputs are generated on the CPU and moved to `device`; table ops' eager oracle runs there too.
+    `wrapper_missing` (from `wrappers.check_installed_wrappers`) goes into the static section.
+    """
     start = time.perf_counter()
     static = check_static(backend.ops_cls, dict(backend.caps.unsupported))
-    report = BackendReport(name, wrapper.name if wrapper else None, static)
-    probes = _partition(report, backend, all_probes(selection), device)
-    session = Session(backend, wrapper)
+    static.wrapper_missing = dict(wrapper_missing or {})
+    report = BackendReport(name, wrapper.name if wrapper else None, static, device=device)
+    token = ORACLE_DEVICE.set(device)
+    try:
+        probes = _partition(report, backend, all_probes(selection), device)
+    finally:
+        ORACLE_DEVICE.reset(token)
+    session = Session(backend, wrapper, device)
     by_dtype: dict[torch.dtype, list[Probe]] = {}
     for probe in probes:
         by_dtype.setdefault(probe.dtype, []).append(probe)

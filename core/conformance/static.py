@@ -6,6 +6,7 @@ import inspect
 from dataclasses import dataclass, field
 
 from polyduct.ops import OP_NAMES, missing_ops
+from polyduct.wrapper_ir import LINE_TYPES
 
 
 @dataclass
@@ -36,6 +37,8 @@ class StaticReport:
         for op, why in sorted(self.unsupported.items()):
             out.append(f"  unsupported {op}: {why}")
         for wrapper, lines in sorted(self.wrapper_missing.items()):
+            if not lines:
+                out.append(f"  wrapper {wrapper!r}: all {len(LINE_TYPES)} Wrapper IR line types ok")
             for line, why in sorted(lines.items()):
                 out.append(f"  wrapper {wrapper!r} does not handle {line}: {why}")
         return out
