@@ -50,6 +50,12 @@ def _print_backends(plugins: Plugins, verbose: bool, out: TextIO) -> None:
         print(f"  {name:<12} {plugins.wrapper_backends.origin(name)}", file=out)
         if verbose and wspec.description:
             print(f"      {wspec.description}", file=out)
+    print("override sets:", file=out)
+    for name, ospec in plugins.override_sets.items():
+        ops = ", ".join(sorted(ospec.overrides)) or "-"
+        print(f"  {name:<12} {plugins.override_sets.origin(name)}: {ops}", file=out)
+        if verbose and ospec.description:
+            print(f"      {ospec.description}", file=out)
     if plugins.errors:
         hint = "" if verbose else " (-v for tracebacks)"
         print(f"load errors{hint}:", file=out)
