@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyduct.decomp import gamma, normal
+from polyduct.decomp import bessel, gamma, normal
 from polyduct.decomp import polynomials as poly
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
@@ -98,5 +98,39 @@ class PolynomialMixin:
         return poly.legendre_p(self, x, y)
 
 
-class SpecialFunctionsMixin(GammaMixin, NormalMixin, PolynomialMixin):
+class ModifiedBesselMixin:
+    """i0, i0e, i1, i1e, modified_bessel_i0/i1/k0/k1, scaled_modified_bessel_k0/k1."""
+
+    def i0(self: Ops, x: Any) -> Any:
+        return bessel.i0(self, x)
+
+    def i0e(self: Ops, x: Any) -> Any:
+        return bessel.i0e(self, x)
+
+    def i1(self: Ops, x: Any) -> Any:
+        return bessel.i1(self, x)
+
+    def i1e(self: Ops, x: Any) -> Any:
+        return bessel.i1e(self, x)
+
+    def modified_bessel_i0(self: Ops, x: Any) -> Any:
+        return bessel.i0(self, x)
+
+    def modified_bessel_i1(self: Ops, x: Any) -> Any:
+        return bessel.i1(self, x)
+
+    def modified_bessel_k0(self: Ops, x: Any) -> Any:
+        return bessel.k0(self, x)
+
+    def modified_bessel_k1(self: Ops, x: Any) -> Any:
+        return bessel.k1(self, x)
+
+    def scaled_modified_bessel_k0(self: Ops, x: Any) -> Any:
+        return bessel.k0e(self, x)
+
+    def scaled_modified_bessel_k1(self: Ops, x: Any) -> Any:
+        return bessel.k1e(self, x)
+
+
+class SpecialFunctionsMixin(GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin):
     """Every special function of the op set, from basic ops (see the family mixins)."""
