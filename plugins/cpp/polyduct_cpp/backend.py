@@ -14,12 +14,14 @@ from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource,
 from polyduct_cpp.codegen import generate, kernel_symbol
 from polyduct_cpp.compiler import compile_library
 from polyduct_cpp.ctypes_map import STORAGE
-from polyduct_cpp.loader import CppKernel
+from polyduct_cpp.launcher import launcher_module
+from polyduct_cpp.loader import make_kernel
 from polyduct_cpp.ops import CppOps
 from polyduct_cpp.options import CppOptions
 
 _META: Final = "// polyduct-cpp-meta: "
 _INCLUDE: Final = '#include "polyduct_cpp.h"'
+_LIBRARIES: dict[str, ctypes.CDLL] = {}  # loaded libraries stay loaded (kernels point into them)
 
 
 @final
@@ -63,11 +65,14 @@ class CppBackend(KernelBackend):
             parts.append(body)
             line += body.count("\n") + (0 if body.endswith("\n") else 1)
         library = compile_library(self.cache, "\n".join(parts) + "\n", spans, self.options)
-        lib = ctypes.CDLL(str(library))
+        lib = _LIBRARIES.setdefault(str(library), ctypes.CDLL(str(library)))
+        launcher = launcher_module(self.cache.root, self.options.compiler)
         kernels: dict[str, KernelFn] = {}
         for name, meta in metas.items():
             fn = getattr(lib, meta["symbol"])
-            kernels[name] = CppKernel(name, fn, meta["tensors"], meta["sizes"], meta["sites"])
+            kernels[name] = make_kernel(
+                name, fn, meta["tensors"], meta["sizes"], meta["sites"], launcher
+            )
         return kernels
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, Final
 
 from polyduct.errors import KernelAssertError, KernelIndexError
 
 _INDEX_ERROR: Final = 1
 _ASSERT_ERROR: Final = 2
+_LAUNCHER_MAX_ARGS: Final = 40
 
 
 class CppKernel:
@@ -41,10 +43,44 @@ class CppKernel:
         code, site, index, size = (int(v) for v in self._err)
         for i in range(4):
             self._err[i] = 0
-        what = self.sites[site] if 0 <= site < len(self.sites) else "?"
-        if code == _ASSERT_ERROR:
-            raise KernelAssertError(self.name, "cpp", what)
-        raise KernelIndexError(self.name, what, index, size)
+        raise_kernel_error(self.name, self.sites, code, site, index, size)
 
     def __repr__(self) -> str:
         return f"<cpp kernel {self.name}>"
+
+
+def raise_kernel_error(
+    kernel: str, sites: Sequence[str], code: int, site: int, index: int, size: int
+) -> None:
+    """Raise the error a kernel reported in its error slot."""
+    what = sites[site] if 0 <= site < len(sites) else "?"
+    if code == _ASSERT_ERROR:
+        raise KernelAssertError(kernel, "cpp", what)
+    raise KernelIndexError(kernel, what, index, size)
+
+
+class ErrorReporter:
+    """Called by the launcher extension with a kernel's error slot; raises the matching error."""
+
+    __slots__ = ("kernel", "sites")
+
+    def __init__(self, kernel: str, sites: Sequence[str]) -> None:
+        self.kernel, self.sites = kernel, tuple(sites)
+
+    def __call__(self, code: int, site: int, index: int, size: int) -> None:
+        raise_kernel_error(self.kernel, self.sites, code, site, index, size)
+
+
+def make_kernel(
+    name: str,
+    fn: Any,
+    ntensors: int,
+    nsizes: int,
+    sites: Sequence[str],
+    launcher: ModuleType | None,
+) -> Any:
+    """The fastest callable for `fn`: the launcher's C type when available, else ctypes."""
+    if launcher is not None and ntensors + nsizes < _LAUNCHER_MAX_ARGS:
+        address = ctypes.cast(fn, ctypes.c_void_p).value
+        return launcher.Kernel(address, ntensors, nsizes, ErrorReporter(name, sites))
+    return CppKernel(name, fn, ntensors, nsizes, sites)

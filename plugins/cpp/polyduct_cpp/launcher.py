@@ -1,0 +1,68 @@
+"""The launcher extension (include/launcher.c): built once per Python and compiler, cached.
+
+It makes a kernel call one C call (`tp_call`), about 1 µs less than a ctypes call with the same
+arguments. If it cannot be built (no Python headers), kernels fall back to ctypes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.machinery
+import importlib.util
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+from polyduct.cache import Cache
+from polyduct_cpp.compiler import INCLUDE_DIR, compiler_identity
+
+SOURCE = INCLUDE_DIR / "launcher.c"
+
+
+@functools.lru_cache(maxsize=4)
+def launcher_module(cache_root: Path, compiler: str) -> ModuleType | None:
+    """The imported launcher extension, or None where it cannot be built."""
+    include = sysconfig.get_paths().get("include", "")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    if not (Path(include) / "Python.h").exists():
+        return None
+    source = SOURCE.read_text()
+    filename = f"_pd_launch{suffix}"
+    inputs = {
+        "source": source,
+        "python": sys.version,
+        "include": include,
+        "compiler": compiler_identity(compiler),
+    }
+
+    def build(directory: Path) -> None:
+        src = directory / "launcher.c"
+        src.write_text(source)
+        cmd = [
+            compiler,
+            "-x",
+            "c",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-w",
+            f"-I{include}",
+            str(src),
+            "-o",
+            str(directory / filename),
+        ]
+        subprocess.run(cmd, capture_output=True, text=True, check=True)
+
+    try:
+        path = Cache(cache_root).entry("cpp-launcher", inputs, build) / filename
+    except (subprocess.CalledProcessError, OSError):
+        return None
+    loader = importlib.machinery.ExtensionFileLoader("_pd_launch", str(path))
+    spec = importlib.util.spec_from_file_location("_pd_launch", path, loader=loader)
+    if spec is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
