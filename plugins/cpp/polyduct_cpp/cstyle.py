@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from polyduct_cpp.emitter import Emitter
+    from polyduct_cpp.stage import StageEmitter
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class CVal:
 class CStyleOps:
     """Arithmetic, comparison, logical and bitwise ops in C syntax (shared C-family spelling)."""
 
-    def __init__(self, emitter: Emitter) -> None:
+    def __init__(self, emitter: StageEmitter) -> None:
         self._k = emitter
 
     def _v(self, op: str, expr: str, *args: CVal) -> CVal:
