@@ -1,10 +1,157 @@
-"""index lowerings (filled in by the following commits)."""
+"""Indexing lowerings: gather, index_select, index.Tensor (indirect loads with bounds checks) and
+searchsorted / bucketize. All are pointwise `Lazy` values; an index value becomes an index symbol
+through `ops.indirect_indexing`, which wraps negatives and raises `KernelIndexError` when out of
+range (docs/conventions.md, "Indexing")."""
 
 from __future__ import annotations
 
-from polyduct.frontend.lowering import LoweringFn
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops, broadcast_index, is_tensor, lazy
+from polyduct.ir import Expr, Lazy, StorageView, TensorValue
+
+
+def _indirect(ops: Ops, index: TensorValue, idx: Sequence[Expr], size: Expr) -> Expr:
+    return ops.indirect_indexing(index.load(ops, idx), size, True, True)
+
+
+def gather(
+    ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue, sparse_grad: bool = False
+) -> Lazy:
+    """out[i][j] = x[i][index[i][j]] along `dim`."""
+    n = max(len(x.size), 1)
+    dim = dim % n
+    if not x.size:
+        raise Fallback("gather of a 0-d tensor")
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        coords = list(idx)
+        coords[dim] = _indirect(ops, index, idx, x.size[dim])
+        return x.load(ops, coords)
+
+    return lazy(ctx.out_size(), x.dtype, ctx.device, load, x, index)
+
+
+def index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue) -> Lazy:
+    """out = x with dim `dim` picked at the positions of 1-d `index`."""
+    if not x.size:
+        raise Fallback("index_select of a 0-d tensor")
+    dim = dim % len(x.size)
+    scalar = not index.size
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        coords = list(idx)
+        coords[dim] = _indirect(ops, index, [] if scalar else [idx[dim]], x.size[dim])
+        return x.load(ops, coords)
+
+    return lazy(ctx.out_size(), x.dtype, ctx.device, load, x, index)
+
+
+def index_tensor(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Lazy:
+    """Advanced indexing with integer index tensors (None for a kept dim)."""
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        raise Fallback("boolean mask index (data-dependent shape)")
+    if not all(i is None or is_tensor(i) for i in indices):
+        raise Fallback("non-tensor index")
+    indices = [*indices, *([None] * (len(x.size) - len(indices)))]
+    picked = [d for d, i in enumerate(indices) if i is not None]
+    out = ctx.out_size()
+    bshape = _broadcast([indices[d].size for d in picked])
+    # the broadcast index dims go in place of the indexed dims when those are adjacent, else first
+    adjacent = picked == list(range(picked[0], picked[-1] + 1))
+    first = picked[0] if adjacent else 0
+    nb = len(bshape)
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        bidx = idx[first : first + nb]
+        rest = [*idx[:first], *idx[first + nb :]]
+        coords: list[Expr] = []
+        it = iter(rest)
+        for d in range(len(x.size)):
+            if indices[d] is None:
+                coords.append(next(it))
+                continue
+            ix = indices[d]
+            coords.append(_indirect(ops, ix, broadcast_index(ix.size, bshape, bidx), x.size[d]))
+        return x.load(ops, coords)
+
+    return lazy(out, x.dtype, ctx.device, load, x, *[i for i in indices if i is not None])
+
+
+def _broadcast(sizes: Sequence[Sequence[Expr]]) -> tuple[Expr, ...]:
+    n = max(len(s) for s in sizes)
+    out: list[Expr] = [sympy.Integer(1)] * n
+    for s in sizes:
+        for k, v in enumerate(s):
+            pos = n - len(s) + k
+            out[pos] = v if out[pos] == 1 else out[pos]
+    return tuple(out)
+
+
+def searchsorted(
+    ctx: LoweringContext,
+    boundaries: TensorValue,
+    values: Any,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Any = None,
+) -> Lazy:
+    """Position of each value in the (last dim) rows of `boundaries`."""
+    if not is_tensor(values) or not isinstance(boundaries, StorageView):
+        raise Fallback("searchsorted needs realised boundaries and a tensor of values")
+    if sorter is not None or len(boundaries.size) != 1:
+        raise Fallback("searchsorted with a sorter or batched boundaries")
+    return _bucketize(ctx, values, boundaries, right or side == "right", out_int32)
+
+
+def bucketize(
+    ctx: LoweringContext,
+    values: TensorValue,
+    boundaries: TensorValue,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+) -> Lazy:
+    if not isinstance(boundaries, StorageView) or len(boundaries.size) != 1:
+        raise Fallback("bucketize needs realised 1-d boundaries")
+    return _bucketize(ctx, values, boundaries, right, out_int32)
+
+
+def _bucketize(
+    ctx: LoweringContext, values: TensorValue, bounds: StorageView, right: bool, out_int32: bool
+) -> Lazy:
+    dtype = torch.int32 if out_int32 else torch.int64
+    lay = bounds.layout
+    if lay.offset != 0:
+        raise Fallback("boundaries with a storage offset")
+    length = lay.size[0]
+    spec = (bounds.buffer, length, length * lay.stride[0], lay.stride[0])
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        v = values.load(ops, idx)
+        start = ops.index_expr(sympy.Integer(0), dtype)
+        found = ops.bucketize(v, spec, start, dtype, right)
+        if not values.dtype.is_floating_point:
+            return found
+        # eager sorts NaN after everything: its position is the row length
+        return ops.where(ops.isnan(v), ops.index_expr(length, dtype), found)
+
+    return lazy(ctx.out_size(), dtype, ctx.device, load, values)
 
 
 def table() -> dict[str, LoweringFn]:
-    """The index lowerings, by aten overload name."""
-    return {}
+    """The indexing lowerings, by aten overload name."""
+    return {
+        "aten.gather.default": gather,
+        "aten.index_select.default": index_select,
+        "aten.index.Tensor": index_tensor,
+        "aten.searchsorted.Tensor": searchsorted,
+        "aten.bucketize.Tensor": bucketize,
+    }

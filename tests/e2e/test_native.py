@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -125,3 +126,41 @@ def test_sort_topk_native(backends: tuple[str, str]) -> None:
     ties = torch.randint(0, 3, (4, 17)).float()
     native(check(lambda a: torch.sort(a, dim=0, stable=True), backends, ties))
     native(check(lambda a: torch.topk(a, 3, dim=0, largest=False), backends, torch.randn(9, 5)))
+
+
+def test_gather_index_native(backends: tuple[str, str]) -> None:
+    x = _edgy(6, 8)
+    idx = torch.randint(-8, 8, (6, 3))
+
+    def fn(x: torch.Tensor, idx: torch.Tensor) -> Any:
+        pos = idx.abs().clamp(max=7)
+        g = torch.gather(x, 1, pos)
+        rows = x[pos[:, 0] % 6]
+        pair = x[pos[:, 0] % 6, idx[:, 1]]
+        return (
+            g * 2,
+            rows,
+            pair,
+            x.index_select(1, pos[0]),
+            x[:, idx[0]],
+            x.index_select(0, pos[1] % 6),
+        )
+
+    native(check(fn, backends, x, idx))
+
+
+def test_index_out_of_bounds_raises(backends: tuple[str, str]) -> None:
+    compiled, _ = compile_fn(lambda x, i: x[i] + 1, backends)
+    with pytest.raises(Exception, match="(?i)index"):
+        compiled(torch.randn(5), torch.tensor([0, 7]))
+
+
+def test_searchsorted_native(backends: tuple[str, str]) -> None:
+    bounds = torch.tensor([-2.0, -0.5, 0.0, 0.0, 1.5, float("inf")])
+    v = _edgy(4, 7)
+
+    def fn(b: torch.Tensor, v: torch.Tensor) -> Any:
+        return torch.searchsorted(b, v), torch.searchsorted(b, v, right=True, out_int32=True)
+
+    native(check(fn, backends, bounds, v))
+    native(check(lambda v, b: torch.bucketize(v, b, right=True), backends, v, bounds))
