@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 from polyduct.conformance.backends import resolve_backend
+from polyduct.conformance.cli import wrapper_findings
 from polyduct.conformance.probe import dtype_name
 from polyduct.conformance.report import failure_text
 from polyduct.conformance.runner import BackendReport, Selection, all_probes, run_backend
 
 _REPORTS = pytest.StashKey[dict[str, BackendReport]]()
+_WRAPPERS = pytest.StashKey[dict[str, dict[str, str]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,6 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="python",
         help="wrapper backend running the kernels ('none': direct load)",
     )
+    group.addoption("--polyduct-device", default="cpu", help="device kernels and the oracle run on")
     group.addoption("--polyduct-ops", default=None, help="regex selecting op names")
     group.addoption("--polyduct-dtypes", default="", help="comma-separated dtype names")
     group.addoption("--polyduct-category", action="append", default=[], help="op category")
@@ -61,6 +64,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REPORTS] = {}
 
 
+def _wrapper_findings(config: pytest.Config) -> dict[str, dict[str, str]]:
+    """Wrapper IR line-type findings of the installed wrappers, computed once per session."""
+    if _WRAPPERS not in config.stash:
+        config.stash[_WRAPPERS] = wrapper_findings()
+    return config.stash[_WRAPPERS]
+
+
 class ConformanceFailure(Exception):
     """Raised by a conformance item whose cell failed; carries the report text."""
 
@@ -82,7 +92,14 @@ class ConformanceItem(pytest.Item):
                 from polyduct.plugins import load
 
                 wrapper = load().wrapper_backend(wrapper_name)
-            reports[self.backend] = run_backend(name, backend, wrapper, _selection(self.config))
+            reports[self.backend] = run_backend(
+                name,
+                backend,
+                wrapper,
+                _selection(self.config),
+                device=str(self.config.getoption("--polyduct-device")),
+                wrapper_missing=_wrapper_findings(self.config),
+            )
         return reports[self.backend]
 
     def runtest(self) -> None:
