@@ -53,7 +53,7 @@ def _zeta_int(k: int) -> float:
     """Riemann zeta(k) for an integer k >= 2, by direct sum plus an Euler-Maclaurin tail."""
     n = 30
     total = math.fsum(j ** -float(k) for j in range(1, n))
-    tail = n ** (1.0 - k) / (k - 1) + 0.5 * n ** -float(k)
+    tail: float = n ** (1.0 - k) / (k - 1) + 0.5 * n ** -float(k)
     for j in range(1, 6):
         rising = math.prod(k + i for i in range(2 * j - 1))
         tail += (
