@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 from polyduct.decomp.base import SpecialOps
-from polyduct.decomp.special import GammaMixin, SpecialFunctionsMixin
+from polyduct.decomp.polynomials import POLY_MAX_DEGREE
+from polyduct.decomp.special import (
+    GammaMixin,
+    ModifiedBesselMixin,
+    NormalMixin,
+    PolynomialMixin,
+    SpecialFunctionsMixin,
+)
 
-__all__ = ["GammaMixin", "SpecialFunctionsMixin", "SpecialOps"]
+__all__ = [
+    "POLY_MAX_DEGREE",
+    "GammaMixin",
+    "ModifiedBesselMixin",
+    "NormalMixin",
+    "PolynomialMixin",
+    "SpecialFunctionsMixin",
+    "SpecialOps",
+]
