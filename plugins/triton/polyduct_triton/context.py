@@ -81,7 +81,7 @@ class KernelContext:
     def index(self, expr: sympy.Expr) -> str:
         """Triton source for an index expression (size symbols renamed to kernel arguments)."""
         expr = sympy.sympify(expr).xreplace(self.rename)
-        return self.printer.doprint(expr)
+        return str(self.printer.doprint(expr))
 
     def arg(self, buffer: str) -> str:
         """The argument name of buffer `buffer`."""

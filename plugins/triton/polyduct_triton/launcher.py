@@ -105,7 +105,7 @@ def _raise_index_error(err):
 
 
 def _py(ctx: KernelContext, expr: sympy.Expr) -> str:
-    return PythonIndexPrinter().doprint(sympy.sympify(expr).xreplace(ctx.rename))
+    return str(PythonIndexPrinter().doprint(sympy.sympify(expr).xreplace(ctx.rename)))
 
 
 def _arg(dtype: torch.dtype, name: str) -> str:
@@ -120,6 +120,7 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
     written = [i for i, b in enumerate(spec.args) if b.role in ("out", "inout")]
     numels = [_py(ctx, b.numel) for b in spec.args] + [_py(ctx, product(spec.ranges))]
     checked = ", ".join(string_literal(c.buffer) for c in ctx.checks)
+    pairs = zip(spec.args, tensors, strict=True)
     asserts = ", ".join(
         f"{c.slot}: {string_literal(c.message)}" for c in ctx.checks if c.message is not None
     )
@@ -136,8 +137,7 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
         "    if xnumel <= 0:",
         "        return",
         f"    idx64 = max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
-        f"    tensors = ({', '.join(_arg(b.dtype, t) for b, t in zip(spec.args, tensors))}"
-        f"{',' if tensors else ''})",
+        f"    tensors = ({', '.join(_arg(b.dtype, t) for b, t in pairs)}{',' if tensors else ''})",
         f"    sizes = ({', '.join(sizes)}{',' if sizes else ''})",
     ]
     if ctx.checks:

@@ -11,16 +11,17 @@ import math
 
 import torch
 
+from polyduct_triton.prim_ops import TritonPrimitiveOps
 from polyduct_triton.values import BITS, LOW_PRECISION, TL_DTYPE, TritonValue, is_float
 
 V = TritonValue
 
 
-class MathDecompositions:
+class MathDecompositions(TritonPrimitiveOps):
     """Opt-in mixin: libm functions from primitive ops (see the module docstring)."""
 
     def _k(self, value: float, like: V) -> V:
-        return self._c(value, like.dtype)  # type: ignore[attr-defined, no-any-return]
+        return self._c(value, like.dtype)
 
     def expm1(self, x0: V) -> V:
         u = self.exp(x0)
@@ -138,7 +139,7 @@ class MathDecompositions:
     def erfc(self, x0: V) -> V:
         # For x > 0.5 use the scaled form exp(-x²)·erfcx(x), avoiding 1 - erf cancellation.
         big = self.gt(x0, self._k(0.5, x0))
-        tail = self.mul(self._exp_neg_sq(x0), self.erfcx(x0))
+        tail = self.mul(self._exp_neg_sq(x0), self.erfcx(x0))  # type: ignore[attr-defined]
         out = self.where(big, tail, self.sub(self._k(1.0, x0), self.erf(x0)))
         return self.where(self.gt(x0, self._k(30.0, x0)), self._k(0.0, x0), out)
 
@@ -167,8 +168,8 @@ class MathDecompositions:
 
     def pow(self, x0: V, x1: V) -> V:
         if not is_float(x0.dtype):
-            return self._v(f"_ipow({x0}, {x1}, {x0.dtype.is_signed})", x0.dtype)  # type: ignore[attr-defined, no-any-return]
-        return self._v(f"_fpow({x0}, {x1})", x0.dtype)  # type: ignore[attr-defined, no-any-return]
+            return self._v(f"_ipow({x0}, {x1}, {x0.dtype.is_signed})", x0.dtype)
+        return self._v(f"_fpow({x0}, {x1})", x0.dtype)
 
     def frexp(self, x0: V) -> tuple[V, V]:
         src = torch.float32 if x0.dtype in LOW_PRECISION else x0.dtype
@@ -177,11 +178,11 @@ class MathDecompositions:
         else:
             args = "tl.int32, 23, 0x7F800000, 126, 1.1754943508222875e-38"
         expr = f"_frexp({x0}, {args})"
-        pair = self._v(expr, x0.dtype)  # type: ignore[attr-defined]
+        pair = self._v(expr, x0.dtype)
         return V(f"{pair}[0]", x0.dtype), V(f"{pair}[1]", torch.int32)
 
     def nextafter(self, x0: V, x1: V) -> V:
         # float16/bfloat16 step in their float32 compute type, as the reference does.
         src = torch.float32 if x0.dtype in LOW_PRECISION else x0.dtype
         expr = f"_nextafter({x0}, {x1}, {TL_DTYPE[BITS[src]]})"
-        return self._v(expr, x0.dtype)  # type: ignore[attr-defined, no-any-return]
+        return self._v(expr, x0.dtype)

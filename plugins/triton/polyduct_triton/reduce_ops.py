@@ -34,7 +34,7 @@ class TritonReduceOps(TritonEmitter):
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: ReductionType, value: V
     ) -> V | tuple[V, ...]:
-        emit: Callable[..., V | tuple[V, ...]] = {
+        table: dict[str, Callable[..., V | tuple[V, ...]]] = {
             "sum": self._red_sum,
             "prod": self._red_prod,
             "xor_sum": self._red_xor,
@@ -46,8 +46,8 @@ class TritonReduceOps(TritonEmitter):
             "welford_reduce": self._red_welford,
             "welford_combine": self._red_welford_combine,
             "online_softmax_reduce": self._red_softmax,
-        }[reduction_type]
-        return emit(dtype, value)
+        }
+        return table[reduction_type](dtype, value)
 
     def _acc(self, init: str, tl_type: str) -> str:
         name = self.ctx.fresh("acc")
