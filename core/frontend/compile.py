@@ -105,7 +105,8 @@ def compile_graph(
         name: scope_from_set(name, spec.overrides) for name, spec in plugins.override_sets.items()
     }
     resolver, whole = resolve(options.overrides, graph_index, graph_name, sets)
-    kernels = whole.kernels if whole is not None and whole.kernels else options.kernels
+    default_kernels = default_kernel_backend(gm, plugins, options.kernels)
+    kernels = whole.kernels if whole is not None and whole.kernels else default_kernels
     wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
     lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
     graph = lowering.run(gm)
@@ -113,7 +114,7 @@ def compile_graph(
     constants = _take_constant_outputs(graph)
     planned = plan(graph, _schedule_segments(graph, lowering.barriers))
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
-    backend_opts = {kernels: dict(options.kernel_options) if kernels == options.kernels else {}}
+    backend_opts = {kernels: dict(options.kernel_options) if kernels == default_kernels else {}}
     sources = _codegen(specs, resolver, kernels, plugins, backend_opts)
     int_inputs = {k: v for k, v in lowering.int_inputs.items() if isinstance(v, sympy.Expr)}
     program = build_program(
@@ -177,6 +178,26 @@ def _codegen(
             instances[name] = plugins.kernel_backend(name, backend_opts[name])
         sources[spec.name] = instances[name].codegen(spec)
     return sources
+
+
+AUTO_KERNELS = {"cuda": ("triton", "reference"), "cpu": ("cpp", "reference")}
+
+
+def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: str) -> str:
+    """`requested`, or for "auto" the default for the graph's device: cpp on CPU, triton on CUDA.
+
+    Falls back to the reference backend when the default plugin is not installed.
+    """
+    if requested != "auto":
+        return requested
+    devices = {
+        node.meta["val"].device.type
+        for node in gm.graph.nodes
+        if node.op == "placeholder" and isinstance(node.meta.get("val"), torch.Tensor)
+    }
+    device = "cuda" if "cuda" in devices else "cpu"
+    installed = plugins.kernel_backends.names()
+    return next(name for name in AUTO_KERNELS[device] if name in installed)
 
 
 def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:

@@ -41,7 +41,7 @@ class FrontendOptions:
     `overrides`: a `polyduct.overrides.Scope` for this program only (docs/overrides.md).
     """
 
-    kernels: str = "reference"
+    kernels: str = "auto"
     wrapper: str = "python"
     kernel_options: Mapping[str, Any] = field(default_factory=dict)
     wrapper_options: Mapping[str, Any] = field(default_factory=dict)
@@ -75,14 +75,15 @@ class FrontendOptions:
             raise InvalidOption(
                 "polyduct", unknown[0], opts[unknown[0]], "one of " + ", ".join(_KEYS)
             )
-        opts.setdefault("kernels", env.get(KERNELS_ENV) or "reference")
+        opts.setdefault("kernels", env.get(KERNELS_ENV) or "auto")
         opts.setdefault("wrapper", env.get(WRAPPER_ENV) or "python")
         opts.setdefault("debug_asserts", env.get(DEBUG_ASSERTS_ENV, "") not in ("", "0"))
         return cls(**opts)
 
     def validate(self, plugins: Any) -> None:
         """Raise `UnknownName` (listing installed backends) for a backend that is not there."""
-        plugins.kernel_backends.get(self.kernels)
+        if self.kernels != "auto":  # "auto": cpp on CPU, triton on CUDA (see compile.py)
+            plugins.kernel_backends.get(self.kernels)
         plugins.wrapper_backends.get(self.wrapper)
         if self.overrides is not None:
             validate(
