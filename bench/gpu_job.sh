@@ -7,11 +7,6 @@ OUT=${OUT:-out/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 POLYDUCT_CACHE_DIR=/tmp/polyduct-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton -e plugins/fx 2>&1 | tail -3
-python3 - "$OUT" <<'PY' 2>&1 | tee "$OUT/conformance_cuda.txt" | tail -30
-import sys, torch
-torch.set_default_device("cuda")  # the suite's inputs (and its eager oracle) live on the GPU
-from polyduct.cli import main
-code = main(["conformance", "--backend", "triton", "--json", f"{sys.argv[1]}/conformance_cuda.json"])
-print("exit code", code)
-PY
+python3 -m polyduct conformance --backend triton --device cuda \
+    --json "$OUT/conformance_cuda.json" 2>&1 | tee "$OUT/conformance_cuda.txt" | tail -30
 python3 -m bench.gpu --out "$OUT" 2>&1 | tail -40
