@@ -123,11 +123,11 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         _function(out, f"_{red.name}", sig, red.lines, f"({', '.join(red.values)},)")
         out.line(f"{red.name}_dom, {red.name}_r = _rt.rdom({string_literal(red.name)}, RR)")
         out.line(
-            f"{red.name}, _ = _rt.reduction({string_literal(red.name)}, xv, "
+            f"{red.name} = _rt.reduction({string_literal(red.name)}, xv, "
             f"_{red.name}(*xv, *{red.name}_r), {string_literal(red.rtype)}, "
             f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)})"
         )
-        out.line(f"SCHED.append(('func', {red.name}))")
+        out.line(f"SCHED.extend(('func', f) for f in {red.name})")
     for col in stage.collectives:
         _function(out, f"_{col.name}", sig, col.lines, f"({', '.join(col.values)},)")
         at = f"_{col.name}(*xv, *_rt.unflatten(pv, RR))"

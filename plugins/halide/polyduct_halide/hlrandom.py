@@ -30,10 +30,7 @@ def philox(seed: E, offset: E) -> tuple[E, E, E, E]:
     k1 = hl.cast(_U32, seed64 >> hl.u64(32))
     off64 = hl.reinterpret(_U64, hl.cast(hl.Int(64), offset))
     c0 = hl.cast(_U32, off64 & hl.u64(0xFFFFFFFF))
-    if offset.type().bits() == 64:
-        c1 = hl.cast(_U32, off64 >> hl.u64(32))
-    else:
-        c1 = hl.u32(0)
+    c1 = hl.cast(_U32, off64 >> hl.u64(32)) if offset.type().bits() == 64 else hl.u32(0)
     c2 = c3 = hl.u32(0)
     for _ in range(10):
         n0 = _umulhi(_ROUND_B, c2) ^ c1 ^ k0

@@ -1,8 +1,8 @@
 """Reduction initial values and combine rules, and sort-order predicates, as Halide expressions.
 
-Each reduction is (init, combine, outputs): `init(type, values)` gives the accumulator tuple,
-`combine(acc, values, pos)` the updated one (`pos` is the flat reduction position, used by
-argmax/argmin), `outputs` which accumulator elements `OpHandler.reduction` returns.
+Every output of a reduction is its own single-valued Func: Halide 21 mis-orders Tuple-valued update
+definitions under StrictFloat (an element sees already-updated values of the others), so
+multi-output reductions (argmax, welford, online softmax) are built from single-valued passes.
 NaN and tie rules follow docs/conventions.md "Reductions".
 """
 
@@ -16,8 +16,6 @@ import halide as hl
 from polyduct_halide.hlspecial import ex
 
 E = Any
-Init = Callable[[hl.Type, Sequence[E]], list[E]]
-Combine = Callable[[list[E], list[E], E], list[E]]
 
 
 def _is_float(t: hl.Type) -> bool:
@@ -63,128 +61,118 @@ def _cast(t: hl.Type, v: E) -> E:
     return hl.cast(t, v)
 
 
-def _sum(acc: list[E], v: list[E], pos: E) -> list[E]:
-    return [acc[0] + _cast(ex(acc[0]).type(), v[0])]
+Pass = Callable[[str, list[hl.Var], Sequence[E], E, hl.Type], list[hl.Func]]
 
 
-def _prod(acc: list[E], v: list[E], pos: E) -> list[E]:
-    a = ex(acc[0])
-    if a.type().is_bool():
-        return [a & ex(v[0])]
-    return [a * _cast(a.type(), v[0])]
+def _fold(name: str, xv: list[hl.Var], init: E, step: Callable[[E], E]) -> hl.Func:
+    """func[xv] = init, then func[xv] = step(func[xv]) over the enclosing RDom."""
+    func = hl.Func(name)
+    func[xv] = init
+    func[xv] = step(ex(func[xv]))
+    return func
 
 
-def _max(acc: list[E], v: list[E], pos: E) -> list[E]:
-    a, b = ex(acc[0]), _cast(ex(acc[0]).type(), v[0])
-    if a.type().is_bool():
-        return [a | b]
-    return [hl.select(_nan(a) | (a > b) | (a == b), a, b)]
+def _pure(name: str, xv: list[hl.Var], value: E) -> hl.Func:
+    func = hl.Func(name)
+    func[xv] = value
+    return func
 
 
-def _min(acc: list[E], v: list[E], pos: E) -> list[E]:
-    a, b = ex(acc[0]), _cast(ex(acc[0]).type(), v[0])
-    if a.type().is_bool():
-        return [a & b]
-    return [hl.select(_nan(a) | (a < b) | (a == b), a, b)]
+def _extreme(x: E, largest: bool, acc: E) -> E:
+    x = _cast(ex(acc).type(), x)
+    if ex(acc).type().is_bool():
+        return (acc | x) if largest else (acc & x)
+    better = (x > acc) if largest else (x < acc)
+    return hl.select(_nan(acc) | hl.logical_not(better | _nan(x)), acc, x)
 
 
-def _arg(largest: bool) -> Combine:
-    def combine(acc: list[E], v: list[E], pos: E) -> list[E]:
-        va, ia = _as_ordered(acc[0]), ex(acc[1])
-        vb, ib = _as_ordered(v[0]), hl.cast(hl.Int(64), pos)
-        beats = (vb > va) if largest else (vb < va)
-        better = beats | (_nan(vb) & hl.logical_not(_nan(va)))
-        wins = better | (same_key(vb, va) & (ib < ia))
-        return [hl.select(wins, ex(v[0]), acc[0]), hl.select(wins, ib, ia)]
+def _simple(kind: str) -> Pass:
+    def build(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
+        x = ex(v[0])
+        if kind == "sum":
+            return [_fold(name, xv, hl.cast(t, 0), lambda a: a + _cast(t, x))]
+        if kind == "prod":
+            if t.is_bool():
+                return [_fold(name, xv, hl.Expr(True), lambda a: a & _cast(t, x))]
+            return [_fold(name, xv, hl.cast(t, 1), lambda a: a * _cast(t, x))]
+        if kind in ("max", "min"):
+            init = _lowest(t) if kind == "max" else _highest(t)
+            return [_fold(name, xv, init, lambda a: _extreme(x, kind == "max", a))]
+        if kind == "any":
+            truth = x if x.type().is_bool() else x != hl.cast(x.type(), 0)
+            return [_fold(name, xv, hl.Expr(False), lambda a: a | truth)]
+        if t.is_bool():
+            return [_fold(name, xv, hl.Expr(False), lambda a: a != _cast(t, x))]
+        return [_fold(name, xv, hl.cast(t, 0), lambda a: a ^ _cast(t, x))]
 
-    return combine
-
-
-def _any(acc: list[E], v: list[E], pos: E) -> list[E]:
-    x = ex(v[0])
-    return [ex(acc[0]) | (x if x.type().is_bool() else x != hl.cast(x.type(), 0))]
-
-
-def _xor(acc: list[E], v: list[E], pos: E) -> list[E]:
-    a = ex(acc[0])
-    b = _cast(a.type(), v[0])
-    return [a != b] if a.type().is_bool() else [a ^ b]
-
-
-def _welford(acc: list[E], v: list[E], pos: E) -> list[E]:
-    mean, m2, weight = acc
-    x = _cast(ex(mean).type(), v[0])
-    new_weight = weight + hl.cast(ex(weight).type(), 1)
-    delta = x - mean
-    new_mean = mean + delta / new_weight
-    return [new_mean, m2 + delta * (x - new_mean), new_weight]
+    return build
 
 
-def _welford_combine(acc: list[E], v: list[E], pos: E) -> list[E]:
-    mean, m2, weight = acc
-    t = ex(mean).type()
-    mean_b, m2_b, weight_b = (_cast(t, x) for x in v)
-    new_weight = weight + weight_b
-    frac = hl.select(new_weight == hl.cast(t, 0), hl.cast(t, 0), weight_b / new_weight)
-    delta = mean_b - mean
-    return [mean + delta * frac, m2 + m2_b + delta * delta * weight * frac, new_weight]
+def _arg(largest: bool) -> Pass:
+    def build(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
+        x = ex(v[0])
+        vt = x.type()
+        init = _lowest(vt) if largest else _highest(vt)
+        best = _fold(f"{name}_best", xv, init, lambda a: _extreme(x, largest, a))
+        here = hl.cast(hl.Int(64), pos)
+        hit = same_key(_as_ordered(x), _as_ordered(best[xv]))
+
+        def first(a: E) -> E:
+            return hl.select(hit & (here < a), here, a)
+
+        index = _fold(name, xv, hl.Int(64).max(), first)
+        return [index, best]
+
+    return build
 
 
-def _softmax(acc: list[E], v: list[E], pos: E) -> list[E]:
-    old_max, old_sum = ex(acc[0]), ex(acc[1])
-    t = old_max.type()
+def _welford(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
     x = _cast(t, v[0])
-    new_max = hl.select(_nan(old_max) | (old_max > x) | (old_max == x), old_max, x)
-    minus_inf = new_max == hl.cast(t, float("-inf"))
-    one = hl.cast(t, 1)
-    old_scale = hl.select(minus_inf, one, hl.exp(old_max - new_max))
-    new_scale = hl.select(minus_inf, one, hl.exp(x - new_max))
-    return [new_max, old_sum * old_scale + new_scale]
+    # The count must depend on the RDom (an update that does not is run once): max position + 1.
+    count = _fold(f"{name}_n", xv, hl.cast(t, 0), lambda a: hl.max(a, hl.cast(t, pos + 1)))
+    total = _fold(f"{name}_s", xv, hl.cast(t, 0), lambda a: a + x)
+    n = ex(count[xv])
+    mean = _pure(f"{name}_mean", xv, hl.select(n == hl.cast(t, 0), hl.cast(t, 0), total[xv] / n))
+    dev = x - mean[xv]
+    m2 = _fold(f"{name}_m2", xv, hl.cast(t, 0), lambda a: a + dev * dev)
+    return [mean, m2, count, total]
 
 
-def _zero(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [hl.cast(t, 0)]
+def _welford_combine(
+    name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type
+) -> list[hl.Func]:
+    mean_b, m2_b, weight_b = (_cast(t, x) for x in v)
+    weight = _fold(f"{name}_w", xv, hl.cast(t, 0), lambda a: a + weight_b)
+    moment = _fold(f"{name}_wm", xv, hl.cast(t, 0), lambda a: a + weight_b * mean_b)
+    w = ex(weight[xv])
+    safe = hl.select(w == hl.cast(t, 0), hl.cast(t, 1), w)
+    mean = _pure(f"{name}_mean", xv, hl.select(w == hl.cast(t, 0), hl.cast(t, 0), moment[xv] / safe))
+    dev = mean_b - mean[xv]
+    m2 = _fold(f"{name}_m2", xv, hl.cast(t, 0), lambda a: a + m2_b + weight_b * dev * dev)
+    return [mean, m2, weight, moment]
 
 
-def _one(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [hl.cast(t, 1)]
+def _softmax(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
+    x = _cast(t, v[0])
+    top = _fold(f"{name}_max", xv, hl.cast(t, float("-inf")), lambda a: _extreme(x, True, a))
+    here = ex(top[xv])
+    # A row of -inf has no finite max: shift by 0 so its sum is 0 rather than NaN.
+    shift = hl.select(here == hl.cast(t, float("-inf")), hl.cast(t, 0), here)
+    total = _fold(name, xv, hl.cast(t, 0), lambda a: a + hl.exp(x - shift))
+    return [top, total]
 
 
-def _low(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [_lowest(t)]
-
-
-def _high(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [_highest(t)]
-
-
-def _arg_init(high: bool) -> Init:
-    def init(t: hl.Type, values: Sequence[E]) -> list[E]:
-        vt = ex(values[0]).type()
-        start = _highest(vt) if high else _lowest(vt)
-        return [start, hl.Int(64).max()]
-
-    return init
-
-
-def _three(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [hl.cast(t, 0)] * 3
-
-
-def _softmax_init(t: hl.Type, values: Sequence[E]) -> list[E]:
-    return [hl.cast(t, float("-inf")), hl.cast(t, 0)]
-
-
-REDUCTIONS: dict[str, tuple[Init, Combine, tuple[int, ...]]] = {
-    "sum": (_zero, _sum, (0,)),
-    "prod": (_one, _prod, (0,)),
-    "max": (_low, _max, (0,)),
-    "min": (_high, _min, (0,)),
-    "argmax": (_arg_init(False), _arg(True), (1,)),
-    "argmin": (_arg_init(True), _arg(False), (1,)),
-    "any": (_zero, _any, (0,)),
-    "xor_sum": (_zero, _xor, (0,)),
-    "welford_reduce": (_three, _welford, (0, 1, 2)),
-    "welford_combine": (_three, _welford_combine, (0, 1, 2)),
-    "online_softmax_reduce": (_softmax_init, _softmax, (0, 1)),
+# name -> (builder, number of outputs `OpHandler.reduction` returns)
+REDUCTIONS: dict[str, tuple[Pass, int]] = {
+    "sum": (_simple("sum"), 1),
+    "prod": (_simple("prod"), 1),
+    "max": (_simple("max"), 1),
+    "min": (_simple("min"), 1),
+    "argmax": (_arg(True), 1),
+    "argmin": (_arg(False), 1),
+    "any": (_simple("any"), 1),
+    "xor_sum": (_simple("xor_sum"), 1),
+    "welford_reduce": (_welford, 3),
+    "welford_combine": (_welford_combine, 3),
+    "online_softmax_reduce": (_softmax, 2),
 }

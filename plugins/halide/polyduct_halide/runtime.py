@@ -79,15 +79,14 @@ def scatter(func: hl.Func, index: Any, value: Any, atomic: bool) -> None:
 
 def reduction(
     name: str, xv: list[hl.Var], values: Values, rtype: str, pos: Any, dtype: hl.Type
-) -> tuple[hl.Func, int]:
-    """A Func over `xv` reducing `values` (traced over the RDom) with `rtype`; (func, n_outputs)."""
-    func = hl.Func(name)
-    init, combine, _ = m.REDUCTIONS[rtype]
-    start = init(dtype, values)
-    func[xv] = tup(start)
-    here = elems(func[xv], len(start))
-    func[xv] = tup(combine(here, list(values), pos))
-    return func, len(start)
+) -> list[hl.Func]:
+    """Funcs over `xv` reducing `values` (traced over an RDom) with `rtype`.
+
+    The first `reduction_num_outputs(rtype)` Funcs are the op's results; any others are
+    intermediate passes (all are scheduled like the results).
+    """
+    build, _ = m.REDUCTIONS[rtype]
+    return build(name, xv, list(values), pos, dtype)
 
 
 def scan(
@@ -101,11 +100,15 @@ def scan(
     """Inclusive scan along `pv` (flat reduction position) of `values` (traced at `pv`)."""
     func = hl.Func(name)
     n = len(values)
-    func[[*xv, pv]] = tup(values)
     dom = hl.RDom([hl.Range(1, hl.max(ex(extent) - 1, 0))], f"{name}_r")
+    src = hl.Func(f"{name}_src")
+    src[[*xv, pv]] = tup(values)
+    func[[*xv, pv]] = src[[*xv, pv]]
+    # Read the current element from `src`, not `func`: see hlreduce's note on Tuple updates.
     prev = tuple(elems(func[[*xv, dom.x - 1]], n))
-    here = tuple(elems(func[[*xv, dom.x]], n))
+    here = tuple(elems(src[[*xv, dom.x]], n))
     func[[*xv, dom.x]] = tup(combine(prev, here))
+    src.compute_root()
     return func
 
 

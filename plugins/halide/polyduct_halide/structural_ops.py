@@ -12,8 +12,6 @@ from polyduct_halide.hlreduce import REDUCTIONS
 from polyduct_halide.trace import CHECK_MAGIC, Check, Collective, KernelTrace, Reduction
 from polyduct_halide.values import Emitter, HVal, dtype_name, literal
 
-ACC_SIZE = {"argmax": 2, "argmin": 2, "welford_reduce": 3, "welford_combine": 3}
-
 
 def func_ref(func: str, n_outer: int, element: int, size: int, extra: str = "") -> str:
     """Source of `func[x0, ..., extra][element]` inside a stage function."""
@@ -102,11 +100,9 @@ class HalideStructuralOps:
         self.t.stage.reductions.append(
             Reduction(name, list(self.em.lines), codes, reduction_type, dtype)
         )
-        size = ACC_SIZE.get(reduction_type, len(REDUCTIONS[reduction_type][2]))
         out_dtype = torch.int64 if reduction_type in ("argmax", "argmin") else dtype
         results = tuple(
-            HVal(f"@{name}|{element}|{size}", out_dtype)
-            for element in REDUCTIONS[reduction_type][2]
+            HVal(f"@{name}[{o}]|0|1", out_dtype) for o in range(REDUCTIONS[reduction_type][1])
         )
         return results if len(results) > 1 else results[0]
 
