@@ -88,7 +88,8 @@ class CppOptions:
         if self.openmp:
             base.append("-fopenmp")
         if self.vector_math:
-            base.append("-DPD_VECTOR_MATH")
+            # sin and cos of one value would fuse into a scalar sincos call and block SIMD.
+            base += ["-DPD_VECTOR_MATH", "-fdisable-tree-sincos"]
         width = self.vector_width or (512 if self.march == "native" and _host_avx512() else 0)
         if width:
             base.append(f"-mprefer-vector-width={width}")
