@@ -99,6 +99,22 @@ PD_INLINE pd_bf16 pd_f32_to_bf16(float f) {
 PD_INLINE float pd_round_f16(float x) { return float(pd_half(x)); }
 PD_INLINE float pd_round_bf16(float x) { return pd_bf16_to_f32(pd_f32_to_bf16(x)); }
 
+// torch's CPU fmod (SLEEF) returns NaN when |a| times the rounded-down reciprocal of |b|
+// overflows (|b| below the smallest normal is first scaled by 2^25 / 2^54); mirror that test.
+template <class T> PD_INLINE bool pd_fmod_nan(T a, T b) {
+    T n = std::fabs(a), d = std::fabs(b);
+    if (!(d > 0) || std::isinf(n) || d != d) return false;  // std::fmod already gives NaN
+    if (d < std::numeric_limits<T>::min()) {
+        const T scale = sizeof(T) == 4 ? T(33554432.0) : T(18014398509481984.0);
+        n *= scale;
+        d *= scale;
+    }
+    T rd = T(1) / d;
+    if (std::isinf(rd)) rd = std::numeric_limits<T>::max();
+    else rd = std::nextafter(rd, T(0));
+    return std::isinf(n * rd);
+}
+
 // Integer semantics (docs/conventions.md): torch floor division and Python remainder.
 template <class T> PD_INLINE T pd_floordiv(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
@@ -111,8 +127,7 @@ template <class T> PD_INLINE T pd_floordiv(T a, T b) {
 
 template <class T> PD_INLINE T pd_remainder(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-        // torch's vectorised CPU kernel gives NaN whenever a / b overflows; match it.
-        if (std::isinf(a / b)) return std::numeric_limits<T>::quiet_NaN();
+        if (pd_fmod_nan(a, b)) return std::numeric_limits<T>::quiet_NaN();
         T r = std::fmod(a, b);
         return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     } else {
@@ -123,7 +138,7 @@ template <class T> PD_INLINE T pd_remainder(T a, T b) {
 
 template <class T> PD_INLINE T pd_mod(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-        if (std::isinf(a / b)) return std::numeric_limits<T>::quiet_NaN();  // as torch's CPU kernel
+        if (pd_fmod_nan(a, b)) return std::numeric_limits<T>::quiet_NaN();
         return std::fmod(a, b);
     }
     else return T(a % b);
