@@ -171,8 +171,15 @@ def _default_schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var]) -> None:
         _, func, rvars, atomic = entry
         k = updates.get(func.name(), 0)
         updates[func.name()] = k + 1
-        if rvars and not atomic:
+        if rvars and not atomic and _uses(func, k, rvars[0]):
             func.update(k).allow_race_conditions().parallel(rvars[0])
+
+
+def _uses(func: hl.Func, k: int, rvar: Any) -> bool:
+    """Whether update `k` of `func` mentions `rvar` (Halide drops RDom dimensions it does not)."""
+    text = " ".join(str(a) for a in func.update_args(k))
+    text += " ".join(str(v) for v in func.update_values(k))
+    return f"{rvar.name()}" in text
 
 
 def _autoschedule(
