@@ -157,7 +157,10 @@ def _per_row(
         for name, var in emitter.locals.items():
             loop.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
         rdim = len(emitter.spec.reduction_ranges)
+        rows = sympy.Mul(*emitter.spec.ranges)
         for state in states:
+            # Only a kernel that may have a single row needs the row-splitting variant.
+            state.split_threads = not (rows.is_Integer and int(rows) > 1)
             loop.line("{")
             with loop.indent():
                 _STAGES[state.kind](loop, state, rdim, emitter.lanes, options)
@@ -244,7 +247,7 @@ def _reduce_stage(
     for ctype, acc in state.accs:
         out.line(f"{ctype} {acc}[{lanes}];")
     out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")
-    if options.openmp:
+    if options.openmp and state.split_threads:
         _threaded_blocks(out, state, rdim, lanes, options)
     else:
         _lane_blocks(out, state, rdim, lanes, "0", "pd_rmain")

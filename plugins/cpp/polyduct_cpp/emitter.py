@@ -54,6 +54,7 @@ class StageState:
     combine: list[str] = field(default_factory=list)
     sort_descending: bool | None = None
     no_simd: bool = False
+    split_threads: bool = True  # may a reduce stage split one row across threads
 
 
 class Emitter:
