@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import sympy
 from polyduct.codegen import IndentedBuffer, identifier
-from polyduct.indexing import index_vars
+from polyduct.indexing import contiguous_strides, index_vars
 from polyduct.kernel import KernelSpec
 
 from polyduct_cpp.ctypes_map import compute_type
@@ -24,10 +24,12 @@ def kernel_symbol(name: str) -> str:
     return identifier(f"pd_kernel_{name}")
 
 
-def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
-    """C++ source of `spec` (one extern "C" function) and its error-site table."""
+def _trace(
+    spec: KernelSpec, options: CppOptions, flatten: dict[sympy.Symbol, sympy.Expr]
+) -> tuple[StageEmitter, list[StageState]]:
     emitter = StageEmitter(spec, options.check_indices)
     emitter.lanes = options.simd_lanes
+    emitter.flatten = flatten
     ops = CppOps(emitter)
     xs = index_vars("x", len(spec.ranges))
     rs = index_vars("r", len(spec.reduction_ranges))
@@ -37,6 +39,34 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         emitter.begin(state, i)
         stage.body(ops, xs, rs if stage.kind != "outer" else ())
         states.append(state)
+    return emitter, states
+
+
+def _flattenable(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> bool:
+    """Every index is k * (row-major flat outer index) + c: the outer loops can be one loop."""
+    xs = index_vars("x", len(ranges))
+    strides = contiguous_strides(ranges)
+    for expr in exprs:
+        expanded = sympy.expand(expr)
+        coeffs = [expanded.coeff(x) for x in xs]
+        rest = sympy.expand(expanded - sum(c * x for c, x in zip(coeffs, xs, strict=True)))
+        if rest.free_symbols & set(xs) or any(c.free_symbols & set(xs) for c in coeffs):
+            return False
+        k = coeffs[-1]
+        if any(sympy.expand(c - k * s) != 0 for c, s in zip(coeffs, strides, strict=True)):
+            return False
+    return True
+
+
+def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
+    """C++ source of `spec` (one extern "C" function) and its error-site table."""
+    emitter, states = _trace(spec, options, {})
+    ndim = len(spec.ranges)
+    flat = spec.kind == "pointwise" and ndim > 1 and _flattenable(emitter.index_exprs, spec.ranges)
+    if flat:
+        # x_last runs over all outer points; the other outer variables vanish from indexes.
+        zeroed = {x: sympy.Integer(0) for x in index_vars("x", ndim)[:-1]}
+        emitter, states = _trace(spec, options, zeroed)
     out = IndentedBuffer()
     params = [emitter.storage_decl(b.name) for b in spec.args]
     params += [f"int64_t {emitter.names[s.name]}" for s in spec.size_args]
@@ -46,8 +76,10 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         _sizes(out, emitter, "pd_n", spec.ranges, "pd_xnumel")
         _sizes(out, emitter, "pd_m", spec.reduction_ranges, "pd_rnumel")
         out.line("(void)pd_err; (void)pd_xnumel; (void)pd_rnumel;")
-        if spec.kind == "pointwise":
-            _pointwise(out, states, len(spec.ranges), options)
+        if flat:
+            _flat_pointwise(out, states, ndim - 1, options)
+        elif spec.kind == "pointwise":
+            _pointwise(out, states, ndim, options)
         else:
             _per_row(out, emitter, states, len(spec.ranges), options)
     out.line("}")
@@ -134,6 +166,16 @@ def _pointwise(
         _x_loop(loop, last, body, "0", f"pd_n{last}")
     loop.line("}")
     _split(out, options, " * ".join(f"pd_n{i}" for i in range(last)), "pd_xnumel", loop)
+
+
+def _flat_pointwise(
+    out: IndentedBuffer, states: list[StageState], var: int, options: CppOptions
+) -> None:
+    simd = not any(s.no_simd for s in states)
+    loop = IndentedBuffer()
+    loop.line("#pragma omp simd" if simd else "")
+    _x_loop(loop, var, "".join(s.body.getvalue() for s in states), "pd_lo", "pd_hi")
+    _split(out, options, "pd_xnumel", "pd_xnumel", loop)
 
 
 def _x_loop(out: IndentedBuffer, dim: int, body: str, lo: str, hi: str) -> None:

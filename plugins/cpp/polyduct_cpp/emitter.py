@@ -72,6 +72,8 @@ class Emitter:
         self._subs = {s: sympy.Symbol(self.names[s.name], integer=True) for s in spec.size_args}
         self._printer = CIndexPrinter()
         self._indirect: dict[str, Indirect] = {}
+        self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
+        self.flatten: dict[sympy.Symbol, sympy.Expr] = {}  # outer vars zeroed when flattened
         self._count = 0
         self.state = StageState("outer")
         self.cse = CSE(self.state.body, assign=ASSIGN)
@@ -126,6 +128,9 @@ class Emitter:
     def index(self, expr: sympy.Expr, buffer: str | None = None) -> str:
         """C source of an index expression; checks indirect variables used against `buffer`."""
         expr = sympy.sympify(expr)
+        self.index_exprs.append(expr)
+        if self.flatten:
+            expr = expr.xreplace(self.flatten)
         for sym in sorted(expr.free_symbols, key=str):
             ind = self._indirect.get(sym.name)
             if ind is not None and ind.check and self.check_indices:

@@ -228,3 +228,26 @@ def test_full_reduction_split_across_threads(tmp_path: Path) -> None:
     k(x, total, arg)
     torch.testing.assert_close(total[0], x.sum())
     assert arg.item() == 123457
+
+
+def test_contiguous_outer_dims_flatten_into_one_loop(tmp_path: Path) -> None:
+    s0 = size_symbol("s0")
+
+    def body(ops, x, r):
+        flat = x[0] * 5 * s0 + x[1] * s0 + x[2]
+        ops.store("out", 2 * flat, ops.neg(ops.load("a", flat)))
+
+    a, out = torch.randn(3, 5, 7), torch.zeros(3 * 5 * 7 * 2)
+    be = backend(tmp_path)
+    s = spec(
+        "flat3",
+        [3, 5, s0],
+        [],
+        [("outer", body)],
+        [buf("a", a, "in"), buf("out", out, "out")],
+        [s0],
+    )
+    assert "for (int64_t x2 = pd_lo; x2 < pd_hi" in be.codegen(s).source
+    compile_one(be, s)(a, out, 7)
+    torch.testing.assert_close(out[::2], -a.reshape(-1))
+    assert not out[1::2].any()
