@@ -259,7 +259,7 @@ def _threaded_blocks(
     with out.indent():
         out.line("const int pd_maxt = omp_get_max_threads();")
         for ctype, acc in state.accs:
-            out.line(f"std::unique_ptr<{ctype}[]> {acc}_part(new {ctype}[pd_maxt * {lanes}]);")
+            out.line(f"std::unique_ptr<{ctype}[]> {acc}_part(new {ctype}[pd_maxt]);")
         out.line("#pragma omp parallel")
         out.line("{")
         with out.indent():
@@ -269,12 +269,16 @@ def _threaded_blocks(
             out.line(f"const int64_t pd_b0 = std::min(pd_blocks, pd_t * pd_per) * {lanes};")
             out.line(f"const int64_t pd_b1 = std::min(pd_blocks, (pd_t + 1) * pd_per) * {lanes};")
             for ctype, acc in state.accs:
-                out.line(f"{ctype}* {acc} = {acc}_part.get() + pd_t * {lanes};")
+                out.line(f"{ctype} {acc};  // thread-local: no false sharing while accumulating")
             _lane_blocks(out, state, rdim, lanes, "pd_b0", "pd_b1")
+            for _, acc in state.accs:
+                out.line(f"{acc}_part[pd_t] = {acc};")
         out.line("}")
         out.line(f"for (int64_t pd_i = 0; pd_i < pd_maxt * {lanes}; ++pd_i) {{")
         for _, acc in state.accs:
-            out.line(f"    {acc}[pd_i % {lanes}].merge({acc}_part[pd_i]);")
+            out.line(
+                f"    {acc}.merge(pd_i % {lanes}, {acc}_part[pd_i / {lanes}], pd_i % {lanes});"
+            )
         out.line("}")
     out.line("} else {")
     with out.indent():
@@ -287,7 +291,7 @@ def _reduce_stage(
 ) -> None:
     body = state.body.getvalue().splitlines()
     for ctype, acc in state.accs:
-        out.line(f"{ctype} {acc}[{lanes}];")
+        out.line(f"{ctype} {acc};")
     out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")
     if options.openmp and state.split_threads:
         _threaded_blocks(out, state, rdim, lanes, options)
@@ -297,7 +301,7 @@ def _reduce_stage(
     out.line(f"for (int64_t pd_l = 1; pd_l < {lanes}; ++pd_l) {{")
     with out.indent():
         for _, acc in state.accs:
-            out.line(f"{acc}[0].merge({acc}[pd_l]);")
+            out.line(f"{acc}.merge(0, {acc}, pd_l);")
     out.line("}")
     _emit_lines(out, state.post.getvalue())
 

@@ -56,18 +56,18 @@ class StageEmitter(Emitter):
         first = value[0] if isinstance(value, tuple) else value
         elem_dtype = first.dtype if is_arg else dtype
         ctype = compute_type(elem_dtype)
-        self.state.accs.append((f"{_ACC[reduction_type]}<{ctype}>", acc))
+        self.state.accs.append((f"{_ACC[reduction_type]}<{ctype}, {self.lanes}>", acc))
         if reduction_type == "welford_combine":
             parts = ", ".join(self.coerce(v, elem_dtype) for v in value)
-            self.line(f"{acc}[pd_l].add3({parts});")
+            self.line(f"{acc}.add3(pd_l, {parts});")
         else:
-            self.line(f"{acc}[pd_l].add({self.coerce(value, elem_dtype)}, pd_rf);")
+            self.line(f"{acc}.add(pd_l, {self.coerce(value, elem_dtype)}, pd_rf);")
         fields = _FIELDS.get(reduction_type, ("v",))
         outs = []
         for name in fields:
             out_dtype = torch.int64 if is_arg else dtype
             var = self.fresh("red")
-            self.state.post.line(f"const {compute_type(out_dtype)} {var} = {acc}[0].{name};")
+            self.state.post.line(f"const {compute_type(out_dtype)} {var} = {acc}.{name}[0];")
             outs.append(CVal(var, out_dtype))
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -1,5 +1,6 @@
-// Reduction accumulators. Each has add(value, flat_index) and merge(other); kernels keep one per
-// SIMD lane and merge lanes at the end, so combine order differs from eager only for sum/prod.
+// Reduction accumulators, one per SIMD lane, stored as structure-of-arrays so the lane loop
+// vectorises: add(lane, value, flat_index) and merge(lane, other, other_lane). Lanes are merged in
+// a fixed order, so results are deterministic (combine order differs from eager only for sums).
 #pragma once
 
 template <class T> PD_INLINE bool pd_isnan(T x) {
@@ -17,93 +18,95 @@ template <class T> PD_INLINE T pd_highest() {
     else return std::numeric_limits<T>::max();
 }
 
-template <class T> struct pd_acc_sum {
-    T v = T(0);
-    PD_MEMBER void add(T x, int64_t) { v += x; }
-    PD_MEMBER void merge(const pd_acc_sum& o) { v += o.v; }
-};
+#define PD_SIMPLE_ACC(NAME, INIT, STEP)                                                    \
+    template <class T, int L> struct NAME {                                                \
+        T v[L];                                                                            \
+        NAME() { for (int l = 0; l < L; ++l) v[l] = INIT; }                                \
+        PD_MEMBER void add(int64_t l, T x, int64_t) { v[l] = STEP(v[l], x); }              \
+        PD_MEMBER void merge(int64_t l, const NAME& o, int64_t k) { v[l] = STEP(v[l], o.v[k]); } \
+    };
 
-template <class T> struct pd_acc_prod {
-    T v = T(1);
-    PD_MEMBER void add(T x, int64_t) { v *= x; }
-    PD_MEMBER void merge(const pd_acc_prod& o) { v *= o.v; }
-};
+template <class T> PD_INLINE T pd_step_sum(T a, T b) { return T(a + b); }
+template <class T> PD_INLINE T pd_step_prod(T a, T b) { return T(a * b); }
+template <class T> PD_INLINE T pd_step_any(T a, T b) { return T(a || b); }
+template <class T> PD_INLINE T pd_step_xor(T a, T b) { return T(a ^ b); }
 
-template <class T> struct pd_acc_max {
-    T v = pd_lowest<T>();
-    PD_MEMBER void add(T x, int64_t) { v = pd_maximum(v, x); }
-    PD_MEMBER void merge(const pd_acc_max& o) { v = pd_maximum(v, o.v); }
-};
-
-template <class T> struct pd_acc_min {
-    T v = pd_highest<T>();
-    PD_MEMBER void add(T x, int64_t) { v = pd_minimum(v, x); }
-    PD_MEMBER void merge(const pd_acc_min& o) { v = pd_minimum(v, o.v); }
-};
-
-template <class T> struct pd_acc_any {
-    T v = T(0);
-    PD_MEMBER void add(T x, int64_t) { v = v || x; }
-    PD_MEMBER void merge(const pd_acc_any& o) { v = v || o.v; }
-};
-
-template <class T> struct pd_acc_xor_sum {
-    T v = T(0);
-    PD_MEMBER void add(T x, int64_t) { v = T(v ^ x); }
-    PD_MEMBER void merge(const pd_acc_xor_sum& o) { v = T(v ^ o.v); }
-};
+PD_SIMPLE_ACC(pd_acc_sum, T(0), pd_step_sum)
+PD_SIMPLE_ACC(pd_acc_prod, T(1), pd_step_prod)
+PD_SIMPLE_ACC(pd_acc_max, pd_lowest<T>(), pd_maximum)
+PD_SIMPLE_ACC(pd_acc_min, pd_highest<T>(), pd_minimum)
+PD_SIMPLE_ACC(pd_acc_any, T(0), pd_step_any)
+PD_SIMPLE_ACC(pd_acc_xor_sum, T(0), pd_step_xor)
 
 // argmax/argmin: NaN wins (first NaN), ties keep the lowest index (torch's rules).
-template <class T, bool MAX> struct pd_acc_arg {
-    T v = MAX ? pd_lowest<T>() : pd_highest<T>();
-    int64_t i = INT64_MAX;
-    PD_MEMBER void add(T x, int64_t idx) { take(x, idx); }
-    PD_MEMBER void merge(const pd_acc_arg& o) { take(o.v, o.i); }
-    PD_MEMBER void take(T x, int64_t idx) {
-        bool xn = pd_isnan(x), vn = pd_isnan(v);
-        bool better = MAX ? (x > v) : (x < v);
-        bool same = (x == v) || (xn && vn);
-        if ((xn && !vn) || (!vn && better) || (same && idx < i)) {
-            v = x;
-            i = idx;
+template <class T, int L, bool MAX> struct pd_acc_arg {
+    T v[L];
+    int64_t i[L];
+    pd_acc_arg() {
+        for (int l = 0; l < L; ++l) {
+            v[l] = MAX ? pd_lowest<T>() : pd_highest<T>();
+            i[l] = INT64_MAX;
         }
     }
+    PD_MEMBER void add(int64_t l, T x, int64_t idx) {
+        T cur = v[l];
+        bool xn = pd_isnan(x), vn = pd_isnan(cur);
+        bool better = MAX ? (x > cur) : (x < cur);
+        bool same = (x == cur) || (xn && vn);
+        bool take = (xn && !vn) || (!vn && better) || (same && idx < i[l]);
+        v[l] = take ? x : cur;
+        i[l] = take ? idx : i[l];
+    }
+    PD_MEMBER void merge(int64_t l, const pd_acc_arg& o, int64_t k) { add(l, o.v[k], o.i[k]); }
 };
-template <class T> using pd_acc_argmax = pd_acc_arg<T, true>;
-template <class T> using pd_acc_argmin = pd_acc_arg<T, false>;
+template <class T, int L> using pd_acc_argmax = pd_acc_arg<T, L, true>;
+template <class T, int L> using pd_acc_argmin = pd_acc_arg<T, L, false>;
 
-template <class T> struct pd_acc_welford {
-    T mean = T(0), m2 = T(0), weight = T(0);
-    PD_MEMBER void add(T x, int64_t) {
-        weight += T(1);
-        T delta = x - mean;
-        mean += delta / weight;
-        m2 += delta * (x - mean);
+template <class T, int L> struct pd_acc_welford {
+    T mean[L], m2[L], weight[L];
+    pd_acc_welford() {
+        for (int l = 0; l < L; ++l) mean[l] = m2[l] = weight[l] = T(0);
     }
-    PD_MEMBER void add3(T omean, T om2, T oweight) {
+    PD_MEMBER void add(int64_t l, T x, int64_t) {
+        T w = weight[l] + T(1);
+        T delta = x - mean[l];
+        T m = mean[l] + delta / w;
+        m2[l] += delta * (x - m);
+        mean[l] = m;
+        weight[l] = w;
+    }
+    PD_MEMBER void add3(int64_t l, T omean, T om2, T oweight) {
         if (oweight == T(0)) return;
-        T w = weight + oweight;
-        T delta = omean - mean;
+        T w = weight[l] + oweight;
+        T delta = omean - mean[l];
         T frac = oweight / w;
-        mean += delta * frac;
-        m2 += om2 + delta * delta * weight * frac;
-        weight = w;
+        m2[l] += om2 + delta * delta * weight[l] * frac;
+        mean[l] += delta * frac;
+        weight[l] = w;
     }
-    PD_MEMBER void merge(const pd_acc_welford& o) { add3(o.mean, o.m2, o.weight); }
+    PD_MEMBER void merge(int64_t l, const pd_acc_welford& o, int64_t k) {
+        add3(l, o.mean[k], o.m2[k], o.weight[k]);
+    }
 };
 
 // online softmax: running (max, sum(exp(x - max))).
-template <class T> struct pd_acc_softmax {
-    T m = pd_lowest<T>(), s = T(0);
-    PD_MEMBER void add2(T om, T os) {
-        T nm = pd_maximum(m, om);
+template <class T, int L> struct pd_acc_softmax {
+    T m[L], s[L];
+    pd_acc_softmax() {
+        for (int l = 0; l < L; ++l) {
+            m[l] = pd_lowest<T>();
+            s[l] = T(0);
+        }
+    }
+    PD_MEMBER void add2(int64_t l, T om, T os) {
+        T nm = pd_maximum(m[l], om);
         if (nm == pd_lowest<T>()) {
-            s += os;
+            s[l] += os;
             return;
         }
-        s = s * std::exp(m - nm) + os * std::exp(om - nm);
-        m = nm;
+        s[l] = s[l] * std::exp(m[l] - nm) + os * std::exp(om - nm);
+        m[l] = nm;
     }
-    PD_MEMBER void add(T x, int64_t) { add2(x, T(1)); }
-    PD_MEMBER void merge(const pd_acc_softmax& o) { add2(o.m, o.s); }
+    PD_MEMBER void add(int64_t l, T x, int64_t) { add2(l, x, T(1)); }
+    PD_MEMBER void merge(int64_t l, const pd_acc_softmax& o, int64_t k) { add2(l, o.m[k], o.s[k]); }
 };
