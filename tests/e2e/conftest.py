@@ -11,8 +11,8 @@ from polyduct import plugins
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("polyduct-e2e")
-    group.addoption("--polyduct-kernels", action="append", default=[], help="kernel backend(s)")
-    group.addoption("--polyduct-wrapper", action="append", default=[], help="wrapper backend(s)")
+    group.addoption("--polyduct-e2e-kernels", action="append", default=[], help="kernel backend(s)")
+    group.addoption("--polyduct-e2e-wrapper", action="append", default=[], help="wrapper backend(s)")
 
 
 def _names(config: pytest.Config, option: str, env: str, default: list[str]) -> list[str]:
@@ -25,11 +25,11 @@ def _names(config: pytest.Config, option: str, env: str, default: list[str]) -> 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "kernels" in metafunc.fixturenames:
         names = _names(
-            metafunc.config, "--polyduct-kernels", "POLYDUCT_TEST_KERNELS", ["reference"]
+            metafunc.config, "--polyduct-e2e-kernels", "POLYDUCT_TEST_KERNELS", ["reference"]
         )
         metafunc.parametrize("kernels", names, scope="module")
     if "wrapper" in metafunc.fixturenames:
-        names = _names(metafunc.config, "--polyduct-wrapper", "POLYDUCT_TEST_WRAPPER", ["python"])
+        names = _names(metafunc.config, "--polyduct-e2e-wrapper", "POLYDUCT_TEST_WRAPPER", ["python"])
         metafunc.parametrize("wrapper", names, scope="module")
 
 
