@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Set up, then lint (ruff), type-check the core (mypy) and run the test suite.
+# Set up, then lint (ruff), type-check the core (mypy) and run the test suites: the core's from the
+# repository root, and each plugin's from its own directory, as that plugin's own repository would.
 # The Triton backend runs under its CPU interpreter here (TRITON_INTERPRET=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export TRITON_INTERPRET=1 POLYDUCT_STRICT_PLUGINS=1
 export POLYDUCT_CACHE_DIR="${POLYDUCT_CACHE_DIR:-$PWD/.cache/polyduct}"
-.venv/bin/ruff check core plugins tests bench
+root=$PWD
+.venv/bin/ruff check core plugins tests bench examples
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"
+for plugin in plugins/*/; do
+    if compgen -G "$plugin/tests/test_*.py" > /dev/null; then
+        echo "== $plugin"
+        (cd "$plugin" && "$root/.venv/bin/python" -m pytest -q -p no:cacheprovider tests)
+    fi
+done
