@@ -79,7 +79,8 @@ def erfcx64(x: E) -> E:
     """exp(x^2) erfc(x) of a float64 expression."""
     big = _erfc_cf(hl.max(x, 2.0))
     mid = hl.exp(x * x) * erfc64(hl.min(x, 2.0))
-    return hl.select(x >= 2.0, big, mid)
+    out = hl.select(x >= 2.0, big, mid)
+    return hl.select(hl.is_nan(x), x, hl.select(x == float("inf"), hl.f64(0.0), out))
 
 
 def erf(x: E) -> E:
@@ -95,3 +96,4 @@ def erfc(x: E) -> E:
 def erfcx(x: E) -> E:
     """Scaled complementary error function."""
     return back(x, erfcx64(w64(x)))
+__all__ = ["c", "erf", "erfc", "erfcx", "ex", "is_float"]
