@@ -10,7 +10,6 @@ from typing import Any, ClassVar, Final, final
 from polyduct.cache import Cache, default_cache
 from polyduct.errors import CodegenError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
-
 from polyduct_cpp.codegen import generate, kernel_symbol
 from polyduct_cpp.compiler import compile_library
 from polyduct_cpp.ctypes_map import STORAGE

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
+
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import contiguous_strides, index_vars
 from polyduct.kernel import KernelSpec
-
 from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import StageState
 from polyduct_cpp.ops import CppOps

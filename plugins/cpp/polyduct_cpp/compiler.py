@@ -18,7 +18,6 @@ from pathlib import Path
 
 from polyduct.cache import Cache
 from polyduct.errors import KernelCompileError
-
 from polyduct_cpp.options import CppOptions
 
 INCLUDE_DIR = Path(__file__).parent / "include"

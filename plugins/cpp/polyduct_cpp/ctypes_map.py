@@ -6,6 +6,7 @@ import math
 from typing import Final
 
 import torch
+
 from polyduct.errors import UnsupportedOp
 
 STORAGE: Final[dict[torch.dtype, str]] = {

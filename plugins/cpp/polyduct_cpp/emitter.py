@@ -11,13 +11,13 @@ from typing import Any
 
 import sympy
 import torch
+
 from polyduct.codegen import CSE, IndentedBuffer, identifier
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import DtypePropagation
 from polyduct.indexing import CIndexPrinter
 from polyduct.kernel import KernelSpec
 from polyduct.ops import StoreMode
-
 from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import (
     LOW_PRECISION,

@@ -16,7 +16,6 @@ from pathlib import Path
 from types import ModuleType
 
 from polyduct.cache import Cache
-
 from polyduct_cpp.compiler import INCLUDE_DIR, compiler_identity
 
 SOURCE = INCLUDE_DIR / "launcher.c"

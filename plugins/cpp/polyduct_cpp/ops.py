@@ -9,8 +9,8 @@ from typing import Any, final
 
 import sympy
 import torch
-from polyduct.ops import ReductionType, StoreMode
 
+from polyduct.ops import ReductionType, StoreMode
 from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import compute_type, literal, storage_type
 from polyduct_cpp.special_ops import SpecialFnOps

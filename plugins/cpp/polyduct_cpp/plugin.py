@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from polyduct.hookspecs import KernelBackendSpec, hookimpl
-
 from polyduct_cpp.backend import CppBackend, make_backend
 
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import torch
+
 from polyduct.codegen import CSE, IndentedBuffer
 from polyduct.errors import UnsupportedOp
 from polyduct.ops import ReductionType
-
 from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import ASSIGN, Emitter

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import sympy
 import torch
+
 from polyduct.cache import Cache
 from polyduct.kernel import Body, KernelBuffer, KernelFn, KernelSpec, Stage
-
 from polyduct_cpp import CppBackend, CppOptions
 
 

@@ -9,9 +9,9 @@ import pytest
 import sympy
 import torch
 from helpers import backend, buf, compile_one, spec
+
 from polyduct import plugins
 from polyduct.errors import InvalidOption, KernelCompileError, KernelIndexError
-
 from polyduct_cpp import CppOptions
 
 

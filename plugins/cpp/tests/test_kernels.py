@@ -8,6 +8,7 @@ import pytest
 import sympy
 import torch
 from helpers import backend, buf, compile_one, spec
+
 from polyduct.indexing import size_symbol
 
 NAN = float("nan")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import sympy
 import torch
+
 from polyduct.cache import import_module_file
 from polyduct.kernel import KernelFn
 from polyduct.wrapper_ir import (

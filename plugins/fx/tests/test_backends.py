@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 import sympy
 import torch
+
 from polyduct.indexing import size_symbol
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
 from polyduct.plugins import PluginOptions, Plugins, load
@@ -20,7 +21,6 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-
 from polyduct_fx import FxWrapper
 
 PLUGINS: Plugins = load(PluginOptions())

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+
 from polyduct.plugins import PluginOptions, load
 
 BACKENDS = load(PluginOptions()).kernel_backends.names()

@@ -8,6 +8,7 @@ import sympy
 import torch
 import torch.fx
 from helpers import SCALE_SOURCE, PyLoader, add_program, sizes
+
 from polyduct.errors import InputMismatch, WrapperError
 from polyduct.wrapper_ir import (
     Allocate,
@@ -24,7 +25,6 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-
 from polyduct_fx import FxWrapper, KernelOp
 
 

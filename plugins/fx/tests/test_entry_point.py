@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 from helpers import PyLoader, add_program
-from polyduct.plugins import PluginOptions, load_fresh
 
+from polyduct.plugins import PluginOptions, load_fresh
 from polyduct_fx import FxWrapper
 
 PLUGIN = '''

@@ -7,6 +7,7 @@ import inspect
 import sympy
 import torch
 from helpers import ADD_SOURCE, PyLoader
+
 from polyduct.wrapper_ir import (
     LINE_TYPES,
     Allocate,
@@ -25,7 +26,6 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-
 from polyduct_fx import FxWrapper
 from polyduct_fx.converter import FxConverter
 

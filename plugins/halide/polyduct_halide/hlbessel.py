@@ -13,7 +13,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import back, w64
+from polyduct_halide.hlspecial import at_inf, back, w64
 
 E = Any
 K = hl.f64
@@ -230,32 +230,32 @@ def spherical_j0_64(x: E) -> E:
 
 def bessel_j0(x: E) -> E:
     """Bessel J0."""
-    return back(x, bessel_j64(w64(x), 0))
+    return back(x, at_inf(w64(x), bessel_j64(w64(x), 0), NAN, NAN))
 
 
 def bessel_j1(x: E) -> E:
     """Bessel J1."""
-    return back(x, bessel_j64(w64(x), 1))
+    return back(x, at_inf(w64(x), bessel_j64(w64(x), 1), NAN, NAN))
 
 
 def bessel_y0(x: E) -> E:
     """Bessel Y0."""
-    return back(x, bessel_y64(w64(x), 0))
+    return back(x, at_inf(w64(x), bessel_y64(w64(x), 0), NAN, NAN))
 
 
 def bessel_y1(x: E) -> E:
     """Bessel Y1."""
-    return back(x, bessel_y64(w64(x), 1))
+    return back(x, at_inf(w64(x), bessel_y64(w64(x), 1), NAN, NAN))
 
 
 def i0(x: E) -> E:
     """Modified Bessel I0."""
-    return back(x, bessel_i64(w64(x), 0, False))
+    return back(x, at_inf(w64(x), bessel_i64(w64(x), 0, False), NAN, NAN))
 
 
 def i1(x: E) -> E:
     """Modified Bessel I1."""
-    return back(x, bessel_i64(w64(x), 1, False))
+    return back(x, at_inf(w64(x), bessel_i64(w64(x), 1, False), NAN, NAN))
 
 
 def i0e(x: E) -> E:
@@ -265,7 +265,7 @@ def i0e(x: E) -> E:
 
 def i1e(x: E) -> E:
     """exp(-|x|) I1(x)."""
-    return back(x, bessel_i64(w64(x), 1, True))
+    return back(x, at_inf(w64(x), bessel_i64(w64(x), 1, True), 0.0, -0.0))
 
 
 modified_bessel_i0, modified_bessel_i1 = i0, i1
@@ -293,7 +293,7 @@ def scaled_modified_bessel_k1(x: E) -> E:
 
 def airy_ai(x: E) -> E:
     """Airy Ai."""
-    return back(x, airy_ai64(w64(x)))
+    return back(x, at_inf(w64(x), airy_ai64(w64(x)), NAN, NAN))
 
 
 def spherical_bessel_j0(x: E) -> E:

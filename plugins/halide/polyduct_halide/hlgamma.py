@@ -9,7 +9,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import back, erf64, erfc64, erfcx64, ex, w64
+from polyduct_halide.hlspecial import at_inf, back, erf64, erfc64, erfcx64, ex, w64
 
 E = Any
 K = hl.f64
@@ -27,16 +27,20 @@ _ZETA_A = (
 _MACHEP = 1.11022302462515654042e-16
 
 
+def _parity_sign(n: E) -> E:
+    return hl.select(n - K(2.0) * hl.floor(n * K(0.5)) == K(0.0), K(1.0), K(-1.0))
+
+
 def sinpi(x: E) -> E:
-    """sin(pi x) with exact argument reduction."""
-    r = x - K(2.0) * hl.round(x * K(0.5))
-    return hl.sin(K(math.pi) * r)
+    """sin(pi x) with exact argument reduction (exactly 0 at integers)."""
+    n = hl.round(x)
+    return _parity_sign(n) * hl.sin(K(math.pi) * (x - n))
 
 
 def cospi(x: E) -> E:
     """cos(pi x) with exact argument reduction."""
-    r = x - K(2.0) * hl.round(x * K(0.5))
-    return hl.cos(K(math.pi) * r)
+    n = hl.round(x)
+    return _parity_sign(n) * hl.cos(K(math.pi) * (x - n))
 
 
 def _lgamma_pos(x: E) -> E:
@@ -220,8 +224,10 @@ def log_ndtr64(x: E) -> E:
     """log of the standard normal CDF, accurate in both tails."""
     t = x * K(math.sqrt(0.5))
     left = hl.log(K(0.5) * erfcx64(-t)) - t * t
-    right = hl.log(K(1.0) - K(0.5) * erfc64(t))
-    return hl.select(x < K(-1.0), left, right)
+    right = hl.log1p(K(-0.5) * erfc64(t)) if hasattr(hl, "log1p") else hl.log(
+        K(1.0) - K(0.5) * erfc64(t))
+    out = hl.select(x < K(-1.0), left, right)
+    return hl.select(x == K(INF), K(-0.0), hl.select(x == K(-INF), K(-INF), out))
 
 
 def lgamma(x: E) -> E:
@@ -236,22 +242,22 @@ def digamma(x: E) -> E:
 
 def polygamma(n: E, x: E) -> E:
     """polygamma(n, x); result has x's type."""
-    return back(x, polygamma64(w64(n), w64(x)))
+    return back(x, polygamma64(w64(n), w64(x)), n)
 
 
 def zeta(x: E, q: E) -> E:
     """Hurwitz zeta."""
-    return back(x, zeta64(w64(x), w64(q)))
+    return back(x, zeta64(w64(x), w64(q)), q)
 
 
 def igamma(a: E, x: E) -> E:
     """Regularised lower incomplete gamma."""
-    return back(a, igamma64(w64(a), w64(x)))
+    return back(a, igamma64(w64(a), w64(x)), x)
 
 
 def igammac(a: E, x: E) -> E:
     """Regularised upper incomplete gamma."""
-    return back(a, igammac64(w64(a), w64(x)))
+    return back(a, igammac64(w64(a), w64(x)), x)
 
 
 gammainc, gammaincc = igamma, igammac
@@ -269,7 +275,7 @@ def ndtr(x: E) -> E:
 
 def ndtri(x: E) -> E:
     """Inverse standard normal CDF."""
-    return back(x, ndtri64(w64(x)))
+    return back(x, at_inf(w64(x), ndtri64(w64(x)), NAN, NAN))
 
 
 def log_ndtr(x: E) -> E:

@@ -37,9 +37,19 @@ def w64(x: E) -> E:
     return hl.cast(F64, x)
 
 
-def back(x: E, value: E) -> E:
-    """float64 `value` rounded to x's type."""
+def back(x: E, value: E, *others: E) -> E:
+    """float64 `value` rounded to x's type; NaN wherever x or one of `others` is NaN."""
+    nan = hl.is_nan(ex(x))
+    for other in others:
+        nan = nan | hl.is_nan(ex(other))
+    value = hl.select(nan, hl.f64(float("nan")), value)
     return hl.cast(ex(x).type(), value)
+
+
+def at_inf(x: E, value: E, pos: float, neg: float) -> E:
+    """`value`, with torch's results `pos` at +inf and `neg` at -inf."""
+    out = hl.select(x == hl.f64(float("inf")), hl.f64(pos), value)
+    return hl.select(x == hl.f64(float("-inf")), hl.f64(neg), out)
 
 
 def _erf_series(x: E) -> E:

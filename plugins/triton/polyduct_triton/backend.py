@@ -10,10 +10,10 @@ from typing import Any, ClassVar, final
 
 import torch
 import triton
+
 from polyduct.cache import Cache, default_cache, import_module_file
 from polyduct.errors import InvalidOption
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
-
 from polyduct_triton.codegen import generate
 from polyduct_triton.ops import UNSUPPORTED, TritonOps
 

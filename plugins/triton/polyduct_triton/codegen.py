@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
+
 from polyduct.codegen import IndentedBuffer, identifier, string_literal
 from polyduct.indexing import index_vars, product, unflatten
 from polyduct.kernel import KernelSpec
-
 from polyduct_triton.context import KernelContext, StageCode
 from polyduct_triton.launcher import render_launcher
 from polyduct_triton.prelude import MATH_PRELUDE, PRELUDE

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+
 from polyduct.codegen import CSE, IndentedBuffer, identifier
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.kernel import KernelSpec

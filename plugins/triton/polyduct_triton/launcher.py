@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import sympy
 import torch
+
 from polyduct.codegen import string_literal
 from polyduct.indexing import PythonIndexPrinter, product
 from polyduct.kernel import KernelSpec
-
 from polyduct_triton.context import KernelContext
 
 _RUNTIME = '''

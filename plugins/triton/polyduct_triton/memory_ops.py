@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import sympy
 import torch
-from polyduct.ops import StoreMode
 
+from polyduct.ops import StoreMode
 from polyduct_triton.prim_ops import TritonEmitter
 from polyduct_triton.values import (
     LOW_PRECISION,

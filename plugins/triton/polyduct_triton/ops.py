@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Final, final
 
 import torch
+
 from polyduct.decomp import SpecialFunctionsMixin
 from polyduct.ops import OP_NAMES
-
 from polyduct_triton.math_ops import MathDecompositions
 from polyduct_triton.memory_ops import TritonMemoryOps
 from polyduct_triton.prim_ops import TritonPrimitiveOps

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from polyduct.hookspecs import KernelBackendSpec, hookimpl
-
 from polyduct_triton.backend import TritonBackend, TritonOptions
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from polyduct.ops import ReductionType
 
+from polyduct.ops import ReductionType
 from polyduct_triton.prim_ops import TritonEmitter
 from polyduct_triton.values import (
     TL_DTYPE,

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import torch
 from kernels import backend, buf, spec
+
 from polyduct import plugins
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import KernelSource, check_complete
 from polyduct.ops import OP_NAMES
-
 from polyduct_triton import TritonBackend, TritonOptions
 from polyduct_triton.ops import TritonOps
 

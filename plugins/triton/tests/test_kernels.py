@@ -9,6 +9,7 @@ import pytest
 import sympy
 import torch
 from kernels import buf, run, spec
+
 from polyduct.errors import KernelAssertError, KernelIndexError
 from polyduct.indexing import size_symbol
 

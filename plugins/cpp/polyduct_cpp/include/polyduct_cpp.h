@@ -177,12 +177,13 @@ template <class T> PD_INLINE T pd_ipow(T base, T exp) {
 
 // NaN-propagating maximum/minimum (torch.maximum/minimum).
 template <class T> PD_INLINE T pd_maximum(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+    // A NaN in a wins through the first test, a NaN in b because a > NaN is false.
+    if constexpr (std::is_floating_point_v<T>) return (a != a || a > b) ? a : b;
     else return a > b ? a : b;
 }
 
 template <class T> PD_INLINE T pd_minimum(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+    if constexpr (std::is_floating_point_v<T>) return (a != a || a < b) ? a : b;
     else return a < b ? a : b;
 }
 

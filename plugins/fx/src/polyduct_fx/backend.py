@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch.fx
+
 from polyduct.wrapper import KernelLoader, WrapperBackend
 from polyduct.wrapper_ir import WrapperProgram
-
 from polyduct_fx.converter import FxConverter, to_graph
 
 

@@ -18,6 +18,8 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from typing_extensions import assert_never
+
 from polyduct.codegen import identifier
 from polyduct.errors import WrapperError
 from polyduct.kernel import KernelFn
@@ -41,8 +43,6 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-from typing_extensions import assert_never
-
 from polyduct_fx.runtime import WRAPPER, KernelOp, check_input, resolve_op
 from polyduct_fx.symbolic import SymEmitter, SymValue
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from polyduct.hookspecs import Options, WrapperBackendSpec, hookimpl
-
 from polyduct_fx.backend import FxWrapper
 
 

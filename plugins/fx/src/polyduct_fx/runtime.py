@@ -12,6 +12,7 @@ from typing import Any, final
 
 import torch
 import torch.fx
+
 from polyduct.codegen import identifier
 from polyduct.errors import InputMismatch, UnknownName
 from polyduct.kernel import KernelFn

@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 import sympy
 import torch
 import torch.fx
+
 from polyduct.errors import WrapperError
 from polyduct.indexing import FloorDiv, ModularIndexing
 
