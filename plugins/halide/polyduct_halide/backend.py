@@ -22,6 +22,11 @@ from polyduct_halide.runtime import AUTOSCHEDULERS
 from polyduct_halide.values import DTYPES
 
 SCHEDULES: Final = ("default", "none", *AUTOSCHEDULERS)
+# Shipped autoschedulers that do not apply to these pipelines (see docs/backends/halide.md).
+NOT_APPLICABLE: Final = {
+    "Anderson2021": "schedules GPU targets only",
+    "Li2018": "emits schedules that write outside the output for scatter updates",
+}
 _SOURCE_FILE = "pipeline.py"
 # One JIT per pipeline source and target per process: Halide's JIT output cannot be persisted.
 _COMPILED: dict[tuple[str, str], KernelFn] = {}
@@ -38,6 +43,12 @@ class HalideOptions:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise InvalidOption("halide", "schedule", self.schedule, " or ".join(SCHEDULES))
+        if self.schedule in NOT_APPLICABLE and "cuda" not in self.target:
+            usable = [s for s in SCHEDULES if s not in NOT_APPLICABLE]
+            raise InvalidOption(
+                "halide", "schedule", self.schedule,
+                f"one of {usable} ({self.schedule} {NOT_APPLICABLE[self.schedule]})",
+            )
         try:
             hl.Target(self._base_target())
         except Exception as err:  # Halide reports a bad target string as a generic error

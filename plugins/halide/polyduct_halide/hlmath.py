@@ -468,3 +468,7 @@ def bucketize(
 
 
 
+
+
+from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401
+from polyduct_halide.hlreduce import REDUCTIONS, same_key, sorts_before  # noqa: F401

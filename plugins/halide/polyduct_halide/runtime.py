@@ -7,6 +7,7 @@ Halide Funcs. Everything here builds Halide IR only; calling compiled pipelines 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import halide as hl
@@ -185,7 +186,7 @@ def _uses(func: hl.Func, k: int, rvar: Any) -> bool:
 def _autoschedule(
     name: str, pipeline: hl.Pipeline, params: list[Any], outputs: list[hl.Func], target: hl.Target
 ) -> None:
-    hl.load_plugin(AUTOSCHEDULERS[name])
+    hl.load_plugin(_plugin_path(AUTOSCHEDULERS[name]))
     for param in params:
         if isinstance(param, hl.ImageParam):
             param.dim(0).set_estimate(0, _ESTIMATE * _ESTIMATE)
@@ -194,6 +195,16 @@ def _autoschedule(
     for func in outputs:
         func.set_estimate(func.args()[0], 0, _ESTIMATE * _ESTIMATE)
     pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name))
+
+
+def _plugin_path(stem: str) -> str:
+    """The autoscheduler library shipped inside the halide package (lib or lib64)."""
+    root = Path(hl.__file__).parent
+    for sub in ("lib64", "lib"):
+        path = root / sub / f"lib{stem}.so"
+        if path.exists():
+            return str(path)
+    return f"lib{stem}.so"  # let the dynamic loader search
 
 
 def finish(
