@@ -96,14 +96,25 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
     compiler, flags and header text) removes it. None where the compiler cannot build one.
     """
     flags = [f for f in options.flags() if f != "-shared"]
-    inputs = {"headers": header_text(), "compiler": compiler_identity(options.compiler),
-              "flags": " ".join(flags), "cpu": cpu}
+    inputs = {
+        "headers": header_text(),
+        "compiler": compiler_identity(options.compiler),
+        "flags": " ".join(flags),
+        "cpu": cpu,
+    }
 
     def build(directory: Path) -> None:
         for header in INCLUDE_DIR.glob("*.h"):
             (directory / header.name).write_text(header.read_text())
-        cmd = [options.compiler, *flags, "-x", "c++-header", str(directory / "polyduct_cpp.h"),
-               "-o", str(directory / "polyduct_cpp.h.gch")]
+        cmd = [
+            options.compiler,
+            *flags,
+            "-x",
+            "c++-header",
+            str(directory / "polyduct_cpp.h"),
+            "-o",
+            str(directory / "polyduct_cpp.h.gch"),
+        ]
         subprocess.run(cmd, capture_output=True, text=True, check=True)
 
     try:
