@@ -7,6 +7,8 @@ variables; outputs are written by scatter updates over an RDom of the stage's it
 
 from __future__ import annotations
 
+import sympy
+
 from polyduct.codegen import IndentedBuffer, string_literal
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
@@ -39,10 +41,22 @@ def generate(spec: KernelSpec, schedule: str) -> str:
             _stage(out, spec, stage, number)
         outputs = ", ".join(f"{a}_out" for a in _outputs(spec, trace))
         params = ", ".join(_input_args(spec) + [trace.names[s.name] for s in spec.size_args])
+        estimate = _estimate(spec)
         out.line(
-            f"return _rt.finish(KERNEL, SCHEDULE, target, [{params}], [{outputs}], SCHED, xv, XR)"
+            f"return _rt.finish(KERNEL, SCHEDULE, target, [{params}], [{outputs}], SCHED, xv, XR, "
+            f"{estimate})"
         )
     return out.getvalue()
+
+
+def _estimate(spec: KernelSpec) -> int:
+    """Elements a buffer is assumed to span, for autoscheduler estimates (symbols as 1024)."""
+    sizes = {s: 1024 for s in spec.size_args}
+    total = 1
+    for extent in (*spec.ranges, *spec.reduction_ranges):
+        total *= int(sympy.sympify(extent).subs(sizes)) if sizes else int(extent)
+    biggest = max((int(sympy.sympify(b.numel).subs(sizes)) for b in spec.args), default=1)
+    return max(total, biggest, 1)
 
 
 def _outputs(spec: KernelSpec, trace: KernelTrace) -> list[str]:

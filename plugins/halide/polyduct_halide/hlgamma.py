@@ -166,13 +166,13 @@ def igammac64(a: E, x: E) -> E:
 
 
 def _igam_edges(a: E, x: E, out: E, lower: bool) -> E:
+    # torch's calc_igamma / calc_igammac special cases, highest priority last.
     zero, one = (K(0.0), K(1.0)) if lower else (K(1.0), K(0.0))
-    out = hl.select(x == K(0.0), zero, out)
-    out = hl.select(hl.is_inf(x) & (x > K(0.0)), one, out)
-    out = hl.select(a == K(0.0), hl.select(x > K(0.0), one, K(NAN)), out)
+    out = hl.select(hl.is_inf(x), one, out)
     out = hl.select(hl.is_inf(a), hl.select(hl.is_inf(x), K(NAN), zero), out)
-    bad = (a < K(0.0)) | (x < K(0.0)) | hl.is_nan(a) | hl.is_nan(x)
-    return hl.select(bad, K(NAN), out)
+    out = hl.select(x == K(0.0), zero, out)
+    out = hl.select(a == K(0.0), hl.select(x > K(0.0), one, K(NAN)), out)
+    return hl.select((a < K(0.0)) | (x < K(0.0)), K(NAN), out)
 
 
 def _erfinv_guess(y: E) -> E:
@@ -252,12 +252,12 @@ def zeta(x: E, q: E) -> E:
 
 def igamma(a: E, x: E) -> E:
     """Regularised lower incomplete gamma."""
-    return back(a, igamma64(w64(a), w64(x)), x)
+    return hl.cast(ex(a).type(), igamma64(w64(a), w64(x)))
 
 
 def igammac(a: E, x: E) -> E:
     """Regularised upper incomplete gamma."""
-    return back(a, igammac64(w64(a), w64(x)), x)
+    return hl.cast(ex(a).type(), igammac64(w64(a), w64(x)))
 
 
 gammainc, gammaincc = igamma, igammac

@@ -12,11 +12,16 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import back, w64
+from polyduct_halide.hlspecial import ex, w64
 
 E = Any
 K = hl.f64
 MAX_DEGREE = 64
+
+
+def back(x: E, value: E) -> E:
+    """float64 `value` in x's type (no NaN forcing: torch gives 1 for n = 0 even at NaN x)."""
+    return hl.cast(ex(x).type(), value)
 Step = Callable[[E, E, E, int], E]
 
 

@@ -154,6 +154,7 @@ AUTOSCHEDULERS = {
     "Mullapudi2016": "autoschedule_mullapudi2016",
     "Anderson2021": "autoschedule_anderson2021",
 }
+_VECTOR = 8  # lanes of float32 in an AVX2 register
 _ESTIMATE = 1024  # extent assumed for symbolic sizes when giving autoschedulers estimates
 
 
@@ -172,8 +173,20 @@ def _default_schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var]) -> None:
         _, func, rvars, atomic = entry
         k = updates.get(func.name(), 0)
         updates[func.name()] = k + 1
-        if rvars and not atomic and _uses(func, k, rvars[0]):
-            func.update(k).allow_race_conditions().parallel(rvars[0])
+        if not rvars or atomic:
+            continue
+        stage = func.update(k).allow_race_conditions()
+        inner = rvars[-1]
+        if _uses(func, k, inner):
+            # Scatter stores vectorise as gathers/scatters; the tail is guarded (RVars cannot
+            # round up).
+            rv_out, rv_in = hl.RVar(f"{inner.name()}_o"), hl.RVar(f"{inner.name()}_i")
+            stage.split(inner, rv_out, rv_in, _VECTOR, hl.TailStrategy.GuardWithIf)
+            stage.vectorize(rv_in)
+            if len(rvars) == 1:
+                stage.parallel(rv_out)
+        if len(rvars) > 1 and _uses(func, k, rvars[0]):
+            stage.parallel(rvars[0])
 
 
 def _uses(func: hl.Func, k: int, rvar: Any) -> bool:
@@ -184,16 +197,21 @@ def _uses(func: hl.Func, k: int, rvar: Any) -> bool:
 
 
 def _autoschedule(
-    name: str, pipeline: hl.Pipeline, params: list[Any], outputs: list[hl.Func], target: hl.Target
+    name: str,
+    pipeline: hl.Pipeline,
+    params: list[Any],
+    outputs: list[hl.Func],
+    target: hl.Target,
+    estimate: int,
 ) -> None:
     hl.load_plugin(_plugin_path(AUTOSCHEDULERS[name]))
     for param in params:
         if isinstance(param, hl.ImageParam):
-            param.dim(0).set_estimate(0, _ESTIMATE * _ESTIMATE)
+            param.dim(0).set_estimate(0, estimate)
         else:
             param.set_estimate(_ESTIMATE)
     for func in outputs:
-        func.set_estimate(func.args()[0], 0, _ESTIMATE * _ESTIMATE)
+        func.set_estimate(func.args()[0], 0, estimate)
     pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name))
 
 
@@ -216,11 +234,12 @@ def finish(
     sched: list[tuple[Any, ...]],
     xv: list[hl.Var],
     xr: list[Any],
+    estimate: int = _ESTIMATE * _ESTIMATE,
 ) -> hl.Callable:
     """Schedule the pipeline of `outputs` and JIT-compile it; arguments are `params` then outputs."""
     pipeline = hl.Pipeline(outputs)
     if schedule == "default":
         _default_schedule(sched, xv)
     elif schedule != "none":
-        _autoschedule(schedule, pipeline, params, outputs, target)
+        _autoschedule(schedule, pipeline, params, outputs, target, estimate)
     return pipeline.compile_to_callable(params, target)
