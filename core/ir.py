@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import sympy
 import torch
@@ -22,11 +22,11 @@ from polyduct.handlers.default import DefaultHandler
 from polyduct.indexing import contiguous_strides, index_vars, linear_index, product
 from polyduct.ops import OpHandler, reduction_num_outputs
 
-Expr = sympy.Expr
-Loader = Callable[[OpHandler[Any], Sequence[Expr]], Any]
-NodeBody = Callable[[OpHandler[Any], Sequence[Expr], Sequence[Expr]], None]
-NodeKind = Literal["pointwise", "reduction", "scan", "sort"]
-BufferKind = Literal["input", "computed", "extern", "multi"]
+Expr: TypeAlias = sympy.Expr
+Loader: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr]], Any]
+NodeBody: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr], Sequence[Expr]], None]
+NodeKind: TypeAlias = Literal["pointwise", "reduction", "scan", "sort"]
+BufferKind: TypeAlias = Literal["input", "computed", "extern", "multi"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ class Lazy:
         return self.fn(ops, idx)
 
 
-TensorValue = StorageView | Lazy
+TensorValue: TypeAlias = StorageView | Lazy
 
 
 @dataclass(frozen=True)

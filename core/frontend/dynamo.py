@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._dynamo.backends.common import aot_autograd
-from torch._functorch.aot_autograd import make_boxed_func
+from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct import plugins as plugin_mod
 from polyduct.frontend.compile import compile_graph
@@ -40,7 +40,7 @@ def polyduct_backend(
     def compiler_for(name: str) -> Callable[..., Any]:
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
             compiled = compile_graph(graph, inputs, opts, next(position), name)
-            return make_boxed_func(compiled.fn)  # type: ignore[no-any-return]
+            return make_boxed_func(compiled.fn)
 
         return compiler
 
@@ -51,7 +51,7 @@ def polyduct_backend(
         decompositions=_decompositions(opts, plugins),
         keep_inference_input_mutations=False,
     )
-    return backend(gm, example_inputs)  # type: ignore[no-any-return]
+    return backend(gm, example_inputs)
 
 
 def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:

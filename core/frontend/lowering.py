@@ -142,6 +142,8 @@ class GraphLowering:
             return self._placeholder(node)
         if node.op == "output":
             outs = node.args[0]
+            if not isinstance(outs, (list, tuple)):
+                raise LoweringError("output", node.name, f"graph output {outs!r} is not a sequence")
             values = self._args(outs)
             metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
             self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]

@@ -129,7 +129,7 @@ def _norm_start(start: Any, length: Expr) -> Expr:
         start = sympy.Max(start + length, 0)
     if start.is_number and length.is_number and start > length:
         return length
-    return start  # type: ignore[no-any-return]
+    return start
 
 
 def slice_(
