@@ -1,9 +1,10 @@
 """The Python launcher of a generated kernel: sizes -> config -> grid -> launch -> checks.
 
 The launcher takes `(*tensors, *sizes)` (the calling convention of `polyduct.kernel`), computes
-xnumel/rnumel and the index width from the sizes, picks a config (autotuned once per shape class
-on GPUs, fixed under the interpreter), computes its grid and launches. Index-check failures recorded
-by the kernel are raised here as `KernelIndexError`.
+xnumel/rnumel and the index width from the sizes, picks a config (a heuristic for small problems
+and under the interpreter; a short benchmark of at most 3 candidates, once per shape class, for
+large problems on GPUs), computes its grid and launches. Index-check failures recorded by the
+kernel are raised here as `KernelIndexError`.
 """
 
 from __future__ import annotations
@@ -24,32 +25,48 @@ _SOURCE_ERRORS = tuple(
     ) if e is not None
 )
 _BEST = {}
+# Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
+# first candidate) without compiling the others; larger ones benchmark at most MAX_CONFIGS
+# candidates with a short do_bench, once per (device, pow2 xnumel, pow2 rnumel, idx64).
+TUNE_MIN_NUMEL = 1 << 20
+MAX_CONFIGS = 3
 
 
 def _pow2(n):
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def _configs(xnumel, rnumel, device):
-    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape."""
+def _dedup(configs):
+    out = []
+    for c in configs:
+        if c not in out:
+            out.append(c)
+    return out[:MAX_CONFIGS]
+
+
+def _configs(xnumel, rnumel):
+    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first."""
     xp, rp = _pow2(xnumel), _pow2(rnumel)
     if KIND == "pointwise":
-        blocks = [1024] if INTERPRET else [1024, 512, 256, 128]
-        return [(min(b, xp), 1, 4 if b <= 512 else 8) for b in blocks]
+        if INTERPRET:
+            return [(min(1024, xp), 1, 4)]
+        return _dedup([(min(1024, xp), 1, 4), (min(512, xp), 1, 8), (min(256, xp), 1, 4)])
     if KIND == "sort":
         budget = 1 << 16 if INTERPRET else 1 << 14
         return [(max(1, min(xp, budget // (rp * rp))), rp, 8)]
-    if KIND == "scan" or rp <= (4096 if INTERPRET else 1024):
-        rblocks = [rp]
-    else:
-        rblocks = [4096] if INTERPRET else [1024, 256]
     budget = 1 << 14 if INTERPRET else 4096
-    out = []
-    for rb in rblocks:
-        out.append((max(1, min(xp, budget // rb)), rb, 8 if rb >= 512 else 4))
-        if not INTERPRET and rb < 64:
-            out.append((max(1, min(xp, 1024 // rb)), rb, 4))
-    return out
+    if KIND == "scan" or rp <= (4096 if INTERPRET else 1024):
+        rb = rp
+    else:
+        rb = 4096 if INTERPRET else 1024
+    first = (max(1, min(xp, budget // rb)), rb, 8 if rb >= 512 else 4)
+    if INTERPRET:
+        return [first]
+    if rb == rp and rb < 64:
+        return _dedup([first, (max(1, min(xp, 1024 // rb)), rb, 4)])
+    if rb == rp:
+        return [first]
+    return _dedup([first, (max(1, min(xp, budget // 256)), 256, 4)])
 
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
@@ -60,22 +77,29 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
                   num_warps=warps)
 
 
-def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
-    key = (str(tensors[0].device) if tensors else "cpu", _pow2(xnumel), _pow2(rnumel), idx64)
-    if key in _BEST:
-        return _BEST[key]
-    configs = _configs(xnumel, rnumel, key[0])
-    if len(configs) == 1 or INTERPRET:
-        _BEST[key] = configs[0]
-        return configs[0]
+def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
     from triton.testing import do_bench
 
     # Benchmark on copies of written buffers so tuning never changes the caller's data.
     scratch = [t.clone() if i in WRITTEN else t for i, t in enumerate(tensors)]
     scratch_err = None if err is None else err.clone()
-    times = [do_bench(lambda c=c: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err))
+    times = [do_bench(lambda c=c: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err),
+                      warmup=2, rep=10)
              for c in configs]
-    _BEST[key] = configs[times.index(min(times))]
+    return configs[times.index(min(times))]
+
+
+def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
+    device = str(tensors[0].device) if tensors else "cpu"
+    key = (device, _pow2(xnumel), _pow2(rnumel), idx64)
+    if key in _BEST:
+        return _BEST[key]
+    configs = _configs(xnumel, rnumel)
+    small = xnumel * max(rnumel, 1) < TUNE_MIN_NUMEL
+    if len(configs) == 1 or INTERPRET or small or not device.startswith("cuda"):
+        _BEST[key] = configs[0]
+    else:
+        _BEST[key] = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
     return _BEST[key]
 
 
