@@ -21,7 +21,7 @@ def _runtime(args: argparse.Namespace) -> int:
     from bench.workloads import by_name
 
     device = args.device
-    chosen = variants(device, args.kernels or None)
+    chosen = variants(device, args.kernels or None, args.halide_schedules)
     _, load_errors = installed_kernel_backends(device)
     print(f"variants: {[v.name for v in chosen]}", flush=True)
 
@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     rt.add_argument("--sizes", nargs="+", default=["small", "medium", "large"])
     rt.add_argument("--workloads", nargs="*")
     rt.add_argument("--kernels", nargs="*", help="polyduct kernel backends (default: installed)")
+    rt.add_argument(
+        "--halide-schedules", nargs="*", default=[], help="extra Halide variants, e.g. Adams2019"
+    )
     rt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     rt.add_argument("--rounds", type=int, default=15)
     rt.add_argument("--budget", type=float, default=6.0, help="seconds of timing per group")

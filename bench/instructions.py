@@ -1,10 +1,15 @@
 """Compile-time instruction counts under `valgrind --tool=callgrind`, polyduct beside Inductor.
 
-Each (graph, compiler) runs in its own process under callgrind with collection off; the backend
-is wrapped so collection is on only while the compiler itself runs (`torch._C._valgrind_toggle`):
-Dynamo's tracing and the process start are excluded. polyduct uses the reference kernel backend
-so no external compiler is counted; Inductor's C++ compiler runs in a child process, which
-callgrind does not follow. A warm-up compile of another graph first keeps one-time imports out.
+Hardware counters are not available here (`perf stat -e instructions:u` reports "not
+supported" in this VM), so counts are callgrind's Ir. Each (graph, compiler) runs in its own
+process under `callgrind --instr-atstart=no`: the process runs uninstrumented until the backend
+is entered, and only the backend call (AOTAutograd + lowering + scheduling + codegen + wrapper)
+is instrumented (`bench.cgctl`, callgrind client requests). Dynamo's tracing, imports and the
+process start are therefore excluded without a baseline subtraction. polyduct uses the
+reference kernel backend (no external compiler); Inductor runs with one compile thread, no FX
+graph cache and a fresh cache directory, and its C++ compiler runs in child processes that
+callgrind does not follow (parent only). A warm-up compile of another graph first keeps one-time
+lazy imports out. Graphs are compiled under `torch.no_grad()` (inference graphs for both).
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from bench.cgctl import build
 
 GRAPHS = ("add1000", "linear20", "transformer_block", "dynamic_pointwise")
 COMPILERS = ("polyduct", "inductor")
@@ -66,21 +74,26 @@ def _backend(compiler: str) -> Callable[..., Any]:
 
 
 def worker(graph: str, compiler: str) -> None:
-    """Inside callgrind: warm up, then compile `graph` with collection on only in the backend."""
+    """Inside callgrind: warm up, then compile `graph` with instrumentation on only in the backend."""
+    from bench.cgctl import Instrumentation
+
     real = _backend(compiler)
+    lib = os.environ.get("PD_CGCTL_LIB")
+    counting = Instrumentation(Path(lib) if lib else None)
 
     def measured(gm: torch.fx.GraphModule, inputs: list[Any]) -> Any:
-        torch._C._valgrind_toggle()
-        try:
-            return real(gm, inputs)
-        finally:
-            torch._C._valgrind_toggle()
+        start = time.perf_counter()
+        with counting:
+            out = real(gm, inputs)
+        print(f"instrumented backend call: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        return out
 
-    warm = torch.compile(lambda x: torch.cos(x) * 2, backend=real)
-    warm(torch.randn(4))
-    fn, inputs, dynamic = _graph(graph)
-    compiled = torch.compile(fn, backend=measured, dynamic=dynamic)
-    compiled(*inputs)
+    with torch.no_grad():
+        warm = torch.compile(lambda x: torch.cos(x) * 2, backend=real)
+        warm(torch.randn(4))
+        fn, inputs, dynamic = _graph(graph)
+        compiled = torch.compile(fn, backend=measured, dynamic=dynamic)
+        compiled(*inputs)
 
 
 def measure(graph: str, compiler: str, timeout_s: float = 1800) -> int:
@@ -90,7 +103,7 @@ def measure(graph: str, compiler: str, timeout_s: float = 1800) -> int:
         cmd = [
             "valgrind",
             "--tool=callgrind",
-            "--collect-atstart=no",
+            "--instr-atstart=no",
             f"--callgrind-out-file={out}",
             sys.executable,
             "-m",
@@ -103,6 +116,8 @@ def measure(graph: str, compiler: str, timeout_s: float = 1800) -> int:
         ]
         env = dict(
             os.environ,
+            PD_CGCTL_LIB=str(build(Path(tmp))),
+            TORCHINDUCTOR_COMPILE_THREADS="1",
             POLYDUCT_CACHE_DIR=str(Path(tmp) / "pd"),
             TORCHINDUCTOR_CACHE_DIR=str(Path(tmp) / "ind"),
         )

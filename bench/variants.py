@@ -25,9 +25,13 @@ def _inductor(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
     return torch.compile(fn, backend="inductor", dynamic=dynamic)
 
 
-def _polyduct(kernels: str) -> Callable[[Callable[..., Any], bool], Callable[..., Any]]:
+def _polyduct(
+    kernels: str, kernel_options: dict[str, Any] | None = None
+) -> Callable[[Callable[..., Any], bool], Callable[..., Any]]:
     def wrap(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
-        opts = {"kernels": kernels}
+        opts: dict[str, Any] = {"kernels": kernels}
+        if kernel_options:
+            opts["kernel_options"] = dict(kernel_options)
         return torch.compile(fn, backend="polyduct", options=opts, dynamic=dynamic)
 
     return wrap
@@ -48,10 +52,19 @@ def installed_kernel_backends(device: str) -> tuple[list[str], list[str]]:
     return names, [str(e) for e in plugins.errors]
 
 
-def variants(device: str, kernels: list[str] | None = None) -> list[Variant]:
-    """eager, inductor, then `polyduct-<k>` for each kernel backend (all installed by default)."""
+def variants(
+    device: str, kernels: list[str] | None = None, halide_schedules: list[str] | None = None
+) -> list[Variant]:
+    """eager, inductor, then `polyduct-<k>` for each kernel backend (all installed by default),
+    then `polyduct-halide-<schedule>` for each Halide schedule asked for (e.g. Adams2019)."""
     found, _ = installed_kernel_backends(device)
     chosen = found if kernels is None else kernels
-    return [Variant("eager", _eager), Variant("inductor", _inductor)] + [
-        Variant(f"polyduct-{k}", _polyduct(k)) for k in chosen
+    extra = [
+        Variant(f"polyduct-halide-{s}", _polyduct("halide", {"schedule": s}))
+        for s in halide_schedules or []
     ]
+    return (
+        [Variant("eager", _eager), Variant("inductor", _inductor)]
+        + [Variant(f"polyduct-{k}", _polyduct(k)) for k in chosen]
+        + extra
+    )
