@@ -142,6 +142,69 @@ def _ipow(a, b, signed: tl.constexpr):
 
 
 @triton.jit
+def _two_prod(a, b):
+    # Dekker's exact product a*b = hi + lo (Veltkamp splits; no fma needed).
+    c = 134217729.0
+    ta = a * c
+    a_hi = ta - (ta - a)
+    a_lo = a - a_hi
+    tb = b * c
+    b_hi = tb - (tb - b)
+    b_lo = b - b_hi
+    hi = a * b
+    lo = ((a_hi * b_hi - hi) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return hi, lo
+
+
+@triton.jit
+def _log_dd(ax):
+    # log(ax) as a double-double (finite ax > 0; 0, inf and NaN via tl.log): ax = m * 2**e with m in [sqrt(1/2), sqrt(2)),
+    # log(m) = 2 atanh(s), s = (m - 1) / (m + 1) carried as s_hi + s_lo; ln 2 split Cody-Waite.
+    sub = ax < 2.2250738585072014e-308
+    xs = tl.where(sub, ax * 18446744073709551616.0, ax)
+    b = xs.to(tl.int64, bitcast=True)
+    e = ((b >> 52) - 1022 - tl.where(sub, 64, 0)).to(tl.float64)
+    m = ((b & 0x000FFFFFFFFFFFFF) | 0x3FE0000000000000).to(tl.float64, bitcast=True)
+    low = m < 0.7071067811865476
+    m = tl.where(low, m * 2.0, m)
+    e = tl.where(low, e - 1.0, e)
+    f = m - 1.0
+    u_hi = 2.0 + f
+    u_lo = f - (u_hi - 2.0)
+    s_hi = f / u_hi
+    q_hi, q_lo = _two_prod(s_hi, u_hi)
+    s_lo = (((f - q_hi) - q_lo) - s_hi * u_lo) / u_hi
+    z = s_hi * s_hi
+    poly = 2.0 / 27.0
+    for k in tl.static_range(12, 0, -1):
+        poly = poly * z + 2.0 / (2 * k + 1)
+    tail = s_hi * z * poly
+    a = e * 0.6931471803691238
+    b2 = 2.0 * s_hi
+    hi = a + b2
+    bv = hi - a
+    lo = (a - (hi - bv)) + (b2 - bv)
+    lo = lo + (2.0 * s_lo + tail + e * 1.9082149292705877e-10)
+    l_hi = hi + lo
+    l_lo = lo - (l_hi - hi)
+    special = (ax == 0) | (ax == float("inf")) | (ax != ax)
+    l_hi = tl.where(special, tl.log(ax), l_hi)
+    return l_hi, tl.where(special, 0.0, l_lo)
+
+
+@triton.jit
+def _pow_dd(ax, y):
+    # |x|**y for float64 as exp(y * log|x|) with the product carried in double-double, so large
+    # |y * log|x|| keeps full precision (plain exp(y*log(x)) loses |y*log x| * 2**-53).
+    l_hi, l_lo = _log_dd(ax)
+    p_hi, p_lo = _two_prod(y, l_hi)
+    p_lo = p_lo + y * l_lo
+    big = tl.abs(p_hi) > 1000.0
+    p_lo = tl.where(big | (p_lo != p_lo), 0.0, p_lo)
+    return tl.exp(p_hi) * (1.0 + p_lo)
+
+
+@triton.jit
 def _fpow(x, y):
     ax = tl.abs(x)
     yi = tl.floor(y) == y
@@ -150,7 +213,7 @@ def _fpow(x, y):
         # exp(y*log|x|) in float64 keeps the float32 result correctly rounded in practice.
         general = tl.exp(y.to(tl.float64) * tl.log(ax.to(tl.float64))).to(tl.float32)
     else:
-        general = tl.exp(y * tl.log(ax))
+        general = _pow_dd(ax, y)
     # Small integer exponents by repeated squaring: exact squares stay exact.
     ay = tl.abs(y)
     small = yi & (ay <= 64)
