@@ -159,6 +159,14 @@ CASES: tuple[Case, ...] = (
     Case("modified_bessel_k1", sp.modified_bessel_k1, ((0.0, 4.0),)),
     Case("scaled_modified_bessel_k0", sp.scaled_modified_bessel_k0, ((-1.0, 1e4),)),
     Case("scaled_modified_bessel_k1", sp.scaled_modified_bessel_k1, ((0.0, 4.0),)),
+    # ATen's J/Y are only accurate to about 1e-6 absolute (its Cephes constants are cut short),
+    # hence atol64 here; `test_bessel_jy_accuracy` checks 1e-15 absolute against mpmath.
+    *(
+        Case(f"bessel_{f}", getattr(sp, f"bessel_{f}"), (rng,), atol64=2e-6, atol32=atol32)
+        for f in ("j0", "j1", "y0", "y1")
+        # float32 ATen rounds x - pi/4 in float32: its phase is off by ulp(x) for large x
+        for rng, atol32 in (((-30.0, 30.0), 2e-6), ((0.001, 8.0), 2e-6), ((8.0, 1e4), 3e-5))
+    ),
     Case("zeta", torch.special.zeta, ((1.001, 40.0), (0.01, 60.0)), rtol32=2e-5, atol32=1e-36),
 )
 
@@ -202,3 +210,34 @@ def test_polynomial_edges(op: str) -> None:
             n = n[n <= POLY_MAX_DEGREE]
         x = torch.full_like(n, value)
         assert_matches(getattr(OPS, op)(x, n), getattr(sp, op)(x, n), 1e-12, 0.0, f"{op}({value})")
+
+
+JY_POINTS = (
+    0.01,
+    0.3,
+    1.0,
+    2.404825557695773,
+    3.5,
+    5.0,
+    7.99,
+    8.0,
+    8.01,
+    13.7,
+    60.0,
+    1e3,
+    3e5,
+    5e6,
+)
+
+
+@pytest.mark.parametrize("fn", ["j0", "j1", "y0", "y1"])
+def test_bessel_jy_accuracy(fn: str) -> None:
+    """J/Y against mpmath (a dev-only tool, skipped without it), well below ATen's own error."""
+    mpmath = pytest.importorskip("mpmath")
+    order, kind = int(fn[1]), fn[0]
+    exact = mpmath.besselj if kind == "j" else mpmath.bessely
+    for dtype, rtol, atol in ((torch.float64, 1e-13, 3e-15), (torch.float32, 5e-5, 1e-6)):
+        x = torch.tensor(JY_POINTS, dtype=dtype)
+        want = torch.tensor([float(exact(order, v)) for v in x.double().tolist()], dtype=dtype)
+        got = getattr(OPS, f"bessel_{fn}")(x)
+        assert_matches(got.double(), want.double(), rtol, atol, f"bessel_{fn} {dtype}")

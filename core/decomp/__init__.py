@@ -5,6 +5,7 @@ from __future__ import annotations
 from polyduct.decomp.base import SpecialOps
 from polyduct.decomp.polynomials import POLY_MAX_DEGREE
 from polyduct.decomp.special import (
+    BesselMixin,
     GammaMixin,
     ModifiedBesselMixin,
     NormalMixin,
@@ -14,6 +15,7 @@ from polyduct.decomp.special import (
 
 __all__ = [
     "POLY_MAX_DEGREE",
+    "BesselMixin",
     "GammaMixin",
     "ModifiedBesselMixin",
     "NormalMixin",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyduct.decomp import bessel, gamma, normal
+from polyduct.decomp import bessel, gamma, jy, normal
 from polyduct.decomp import polynomials as poly
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
@@ -132,5 +132,23 @@ class ModifiedBesselMixin:
         return bessel.k1e(self, x)
 
 
-class SpecialFunctionsMixin(GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin):
+class BesselMixin:
+    """bessel_j0, bessel_j1, bessel_y0, bessel_y1."""
+
+    def bessel_j0(self: Ops, x: Any) -> Any:
+        return jy.j0(self, x)
+
+    def bessel_j1(self: Ops, x: Any) -> Any:
+        return jy.j1(self, x)
+
+    def bessel_y0(self: Ops, x: Any) -> Any:
+        return jy.y0(self, x)
+
+    def bessel_y1(self: Ops, x: Any) -> Any:
+        return jy.y1(self, x)
+
+
+class SpecialFunctionsMixin(
+    GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin, BesselMixin
+):
     """Every special function of the op set, from basic ops (see the family mixins)."""
