@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from polyduct.cache import Cache
@@ -69,7 +71,11 @@ def compile_library(
     def build(directory: Path) -> None:
         src = directory / SOURCE_NAME
         src.write_text(source)
-        pch = precompiled_headers(cache, options, inputs["cpu"])
+        pch = (
+            precompiled_headers(cache, options, inputs["cpu"])
+            if options.precompile_headers
+            else None
+        )
         cmd = [
             options.compiler,
             *flags,
@@ -89,11 +95,19 @@ def compile_library(
     return cache.entry("cpp", inputs, build) / LIBRARY_NAME
 
 
+class _Absent(Exception):
+    """Raised by a probe builder: the cache entry does not exist yet."""
+
+
+_PCH_BUILDS: dict[str, threading.Thread] = {}
+
+
 def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | None:
     """A directory holding the kernel headers and their GCC precompiled header for these flags.
 
     Parsing the headers is about half of a small graph's compile; the .gch (built once per
-    compiler, flags and header text) removes it. None where the compiler cannot build one.
+    compiler, flags and header text) removes it. The first compile does not wait for it: it is
+    built on a background thread and used from the next compile on. None until it exists.
     """
     flags = [f for f in options.flags() if f != "-shared"]
     inputs = {
@@ -106,21 +120,31 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
     def build(directory: Path) -> None:
         for header in INCLUDE_DIR.glob("*.h"):
             (directory / header.name).write_text(header.read_text())
-        cmd = [
-            options.compiler,
-            *flags,
-            "-x",
-            "c++-header",
-            str(directory / "polyduct_cpp.h"),
-            "-o",
-            str(directory / "polyduct_cpp.h.gch"),
-        ]
+        header = directory / "polyduct_cpp.h"
+        cmd = [options.compiler, *flags, "-x", "c++-header", str(header), "-o", f"{header}.gch"]
         subprocess.run(cmd, capture_output=True, text=True, check=True)
 
+    def probe(directory: Path) -> None:
+        raise _Absent
+
     try:
-        return cache.entry("cpp-pch", inputs, build)
+        return cache.entry("cpp-pch", inputs, probe)
+    except _Absent:
+        pass
+    key = f"{cache.root}:{sorted(inputs.items())}"
+    if key not in _PCH_BUILDS:
+        _PCH_BUILDS[key] = threading.Thread(
+            target=_build_quietly, args=(cache, inputs, build), daemon=True
+        )
+        _PCH_BUILDS[key].start()
+    return None
+
+
+def _build_quietly(cache: Cache, inputs: dict[str, str], build: Callable[[Path], None]) -> None:
+    try:
+        cache.entry("cpp-pch", inputs, build)
     except (subprocess.CalledProcessError, OSError):
-        return None
+        return  # kernels keep compiling from the plain headers
 
 
 def _keep_failed(cache: Cache, source: str) -> Path:

@@ -34,6 +34,7 @@ class CppOptions:
     check_indices: bool = True  # bounds-check indirect indexing
     vector_math: bool = True  # vectorised libm calls through glibc's libmvec
     vector_width: int = 0  # preferred SIMD width in bits; 0: 512 where the host has AVX-512
+    precompile_headers: bool = True  # build a GCC .gch of the kernel header (in the background)
     extra_flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -14,6 +14,8 @@ from polyduct_cpp import CppBackend, CppOptions
 
 
 def backend(tmp: Path, **options: object) -> CppBackend:
+    # A fresh cache per test: skip the background precompiled-header build it would start.
+    options.setdefault("precompile_headers", False)
     return CppBackend(CppOptions(**options), cache=Cache(tmp))  # type: ignore[arg-type]
 
 
