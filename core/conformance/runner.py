@@ -12,6 +12,7 @@ import torch
 
 from polyduct.conformance.batch import ProbeResult, Session, Status, run_probes
 from polyduct.conformance.elementwise import elementwise_probes
+from polyduct.conformance.graphs import graph_probes, installed_as, run_graph_probe
 from polyduct.conformance.other_cases import OTHER
 from polyduct.conformance.probe import ORACLE_DEVICE, Probe, dtype_name
 from polyduct.conformance.randomness import RANDOM
@@ -97,6 +98,7 @@ def all_probes(selection: Selection) -> list[Probe]:
         for dtype in special.domain:
             if selection.wants(special.op, special.category, dtype):
                 probes += special.build(dtype)
+    probes += [p for p in graph_probes() if selection.wants(p.op, p.category, p.dtype)]
     return probes
 
 
@@ -161,7 +163,8 @@ def run_backend(
     session = Session(backend, wrapper, device)
     by_dtype: dict[torch.dtype, list[Probe]] = {}
     for probe in probes:
-        by_dtype.setdefault(probe.dtype, []).append(probe)
+        if probe.category != "graph":
+            by_dtype.setdefault(probe.dtype, []).append(probe)
     for dtype, group in by_dtype.items():
         t0 = time.perf_counter()
         results = _run_group(session, group, dtype_name(dtype))
@@ -174,9 +177,31 @@ def run_backend(
             )
         if selection.fail_fast and failed:
             break
+    else:
+        _run_graphs(report, backend, [p for p in probes if p.category == "graph"], progress)
     report.seconds = time.perf_counter() - start
     report.kernels, report.modules = session.kernels, session.modules
     return report
+
+
+def _run_graphs(
+    report: BackendReport,
+    backend: KernelBackend,
+    probes: Sequence[Probe],
+    progress: Progress | None,
+) -> None:
+    """Graph cases compile through torch.compile, which finds the backend by its installed name."""
+    name = installed_as(report.backend, backend)
+    for probe in probes:
+        if name is None:
+            why = f"{report.backend!r} is not the installed backend of that name (torch.compile)"
+            _record(report, [ProbeResult(probe, "skipped", why)])
+            continue
+        problems, seconds = run_graph_probe(probe, name, report.device)
+        status: Status = "failed" if problems else "passed"
+        _record(report, [ProbeResult(probe, status, "\n".join(problems))])
+        if progress is not None:
+            progress(f"  {report.backend} {probe.op:<28} {status:<7} {seconds:6.2f}s")
 
 
 def _run_group(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:

@@ -1,0 +1,238 @@
+"""The `graph` category: whole programs through `torch.compile(backend="polyduct")` vs eager.
+
+Each `GraphCase` is a small program exercising one thing the op-level probes cannot: fusion
+(pointwise chain, reduction with epilogue), views, dynamic shapes, multiple outputs, in-place
+mutation of an input, and training (forward + backward graphs). A case becomes one matrix row
+(`graph.<name>`, float32) run by `run_graph_probe`: compile with `options={"kernels": backend}`,
+run, compare every output (and mutated input, and gradient) with eager, and check that the
+backend under test generated every kernel polyduct compiled.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from polyduct.conformance.probe import Probe
+from polyduct.conformance.tolerance import Tol, compare
+from polyduct.kernel import KernelBackend
+
+PREFIX = "graph."
+F32_TOL = Tol(ulps=4, atol=1e-5, rtol=1e-4)
+
+Inputs = dict[str, torch.Tensor]
+
+
+def _pointwise_chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (torch.sin(x) * 2 + torch.cos(y)).relu() * x + 1
+
+
+def _softmax_layernorm(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    sm = torch.softmax(x * 0.5, dim=-1)
+    ln = torch.nn.functional.layer_norm(x, (x.shape[-1],), weight=w)
+    return sm, ln
+
+
+def _views(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    a = x.t()[1:, ::2] * 3 + y[1::2, 2:8]
+    b = x.reshape(-1)[5:40].view(5, 7).exp() - x[2:7, :7].permute(1, 0).t()
+    return a, b
+
+
+def _dynamic(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    z = torch.tanh(x) + y
+    return z, z.sum(dim=1)
+
+
+def _multi_output(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    var, mean = torch.var_mean(x, dim=1, correction=1)
+    return mean, var, x.amax(dim=1), x.argmax(dim=1), torch.cumsum(x, dim=1), x - mean[:, None]
+
+
+def _in_place(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.mul_(2).add_(y)
+    y.clamp_(min=-0.5)
+    return x.sum(dim=0)
+
+
+def _int_where(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    q = torch.div(a, b, rounding_mode="floor")
+    keep = torch.where(a > 0, a % b, -a)
+    return q + keep, (a ^ b).to(torch.float32).mean(dim=0)
+
+
+def _train(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    h = torch.nn.functional.gelu(torch.addmm(b, x, w))
+    return torch.nn.functional.layer_norm(h, (h.shape[-1],)).square().mean()
+
+
+@dataclass(frozen=True)
+class GraphCase:
+    """One program: `fn` over `make(seed, size)` inputs; `sizes` > 1 entries re-run the compiled
+    program on new shapes (with `dynamic=True`, one symbolic compile serves them all)."""
+
+    name: str
+    fn: Callable[..., Any]
+    make: Callable[[torch.Generator, tuple[int, int]], Inputs]
+    sizes: tuple[tuple[int, int], ...] = ((7, 33),)
+    dynamic: bool | None = None
+    mutates: tuple[str, ...] = ()  # inputs the program writes: compared after the call
+    grads: bool = False  # float inputs require grad; out0.backward() runs, grads are compared
+    tol: Tol = F32_TOL
+    dtype: torch.dtype = torch.float32  # the matrix column; the backend must support it
+
+
+def _randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    return torch.randn(shape, generator=gen, dtype=torch.float32)
+
+
+def _two(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, *size), "y": _randn(gen, *size)}
+
+
+def _one(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = _randn(gen, *size)
+    x[0, :2] = torch.tensor([float("nan"), -0.0])  # NaN propagates through every output
+    x[2, 5] = x[2, 9] = 10.0  # argmax tie: the first index wins (docs/conventions.md)
+    # No inf: eager's Welford var_mean gives mean NaN for a row holding inf (inf - inf).
+    return {"x": x}
+
+
+def _norm_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, *size), "w": _randn(gen, size[1])}
+
+
+def _views_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, 12, 10), "y": _randn(gen, 19, 13)}
+
+
+def _int_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    a = torch.randint(-1000, 1000, size, generator=gen, dtype=torch.int64)
+    b = torch.randint(1, 50, size, generator=gen, dtype=torch.int64)
+    b[1::2] = -b[1::2]
+    return {"a": a, "b": b}
+
+
+def _train_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, 6, 16), "w": _randn(gen, 16, 24) * 0.2, "b": _randn(gen, 24)}
+
+
+GRAPH_CASES: tuple[GraphCase, ...] = (
+    GraphCase("pointwise_fusion", _pointwise_chain, _two, ((19, 27),)),
+    GraphCase("reduction_epilogue", _softmax_layernorm, _norm_inputs),
+    GraphCase("views", _views, _views_inputs),
+    GraphCase("dynamic_shapes", _dynamic, _two, ((5, 17), (9, 31), (3, 64)), dynamic=True),
+    GraphCase("multi_output", _multi_output, _one, ((6, 29),)),
+    GraphCase("in_place", _in_place, _two, ((11, 13),), mutates=("x", "y")),
+    GraphCase("int_where", _int_where, _int_inputs, ((9, 21),), dtype=torch.int64),
+    GraphCase(
+        "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
+    ),
+)
+BY_NAME = {PREFIX + case.name: case for case in GRAPH_CASES}
+
+
+def installed_as(name: str, backend: KernelBackend) -> str | None:
+    """`name` when torch.compile's `kernels=name` builds a backend of `backend`'s class."""
+    from polyduct.plugins import load
+
+    plugins = load()
+    if name not in plugins.kernel_backends.names():
+        return None
+    return name if type(plugins.kernel_backend(name)) is type(backend) else None
+
+
+def graph_probes() -> list[Probe]:
+    """One probe (matrix row) per case; it carries the first size's inputs for the report."""
+    probes = []
+    for case in GRAPH_CASES:
+        inputs = case.make(torch.Generator().manual_seed(0), case.sizes[0])
+        probes.append(
+            Probe(PREFIX + case.name, case.dtype, "graph", "torch.compile", (), (), inputs, {})
+        )
+    return probes
+
+
+def _fresh(inputs: Inputs, device: str, grads: bool) -> Inputs:
+    out = {}
+    for name, t in inputs.items():
+        t = t.detach().clone().to(device)
+        out[name] = t.requires_grad_(grads and t.is_floating_point())
+    return out
+
+
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [v for item in value for v in _flat(item)]
+    return [value]
+
+
+def _outputs(case: GraphCase, fn: Callable[..., Any], inputs: Inputs) -> dict[str, torch.Tensor]:
+    results = _flat(fn(*inputs.values()))
+    named = {f"out{i}": r for i, r in enumerate(results)}
+    named.update({f"{n} (mutated)": inputs[n] for n in case.mutates})
+    if case.grads:
+        results[0].backward()
+        named.update({f"{n}.grad": t.grad for n, t in inputs.items() if t.grad is not None})
+    return {k: v.detach().cpu() for k, v in named.items() if isinstance(v, torch.Tensor)}
+
+
+def _compare_all(
+    case: GraphCase, got: dict[str, torch.Tensor], want: dict[str, torch.Tensor], inputs: Inputs
+) -> list[str]:
+    if set(got) != set(want):
+        return [f"outputs differ: got {sorted(got)}, want {sorted(want)}"]
+    cpu = {k: v.detach().cpu() for k, v in inputs.items()}
+    problems = []
+    for name, w in want.items():
+        bad = compare(name, got[name], w, case.tol, cpu)
+        if bad is not None:
+            problems.append(str(bad))
+    return problems
+
+
+def _kernel_problems(backend: str, graphs: list[Any]) -> list[str]:
+    """Polyduct must have compiled the program, with every kernel from `backend`."""
+    if not graphs:
+        return ["polyduct compiled no graph (torch.compile fell back or never called it)"]
+    if not sum(g.kernel_count for g in graphs):
+        return ["polyduct generated no kernel (everything went to extern calls)"]
+    others = sorted({s.backend for g in graphs for s in g.sources.values()} - {backend})
+    return [f"kernels generated by {others}, not {backend!r}"] if others else []
+
+
+def _run_case(case: GraphCase, backend: str, device: str) -> list[str]:
+    torch._dynamo.reset()
+    graphs: list[Any] = []
+    opts: dict[str, Any] = {"kernels": backend, "observer": graphs.append}
+    compiled = torch.compile(case.fn, backend="polyduct", options=opts, dynamic=case.dynamic)
+    problems: list[str] = []
+    for seed, size in enumerate(case.sizes):
+        base = case.make(torch.Generator().manual_seed(seed), size)
+        want = _outputs(case, case.fn, _fresh(base, device, case.grads))
+        got_inputs = _fresh(base, device, case.grads)
+        got = _outputs(case, compiled, got_inputs)
+        problems += [f"size {size}: {p}" for p in _compare_all(case, got, want, base)]
+    problems += _kernel_problems(backend, graphs)
+    if case.dynamic and len(graphs) > 1:
+        problems.append(f"dynamic=True compiled {len(graphs)} graphs for {len(case.sizes)} sizes")
+    return problems
+
+
+def run_graph_probe(probe: Probe, backend: str, device: str) -> tuple[list[str], float]:
+    """Problems of graph case `probe` on `backend` (empty: passed), and the seconds it took."""
+    case = BY_NAME[probe.op]
+    start = time.perf_counter()
+    try:
+        problems = _run_case(case, backend, device)
+    except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
+        tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+        problems = [f"{type(exc).__name__}: {exc}\n" + "".join(tb[-6:])]
+    finally:
+        torch._dynamo.reset()
+    return problems, time.perf_counter() - start
