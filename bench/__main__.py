@@ -66,7 +66,7 @@ def _instructions(args: argparse.Namespace) -> int:
     from bench.checker import EXPECTED, check, failed, load_expected, report, updated
     from bench.instructions import COMPILERS, GRAPHS, measure_all, save
 
-    counts = measure_all(args.graphs or list(GRAPHS), args.compilers or list(COMPILERS))
+    counts = measure_all(args.graphs or list(GRAPHS), args.compilers or list(COMPILERS), args.jobs)
     RESULTS.mkdir(exist_ok=True)
     save(RESULTS / "instructions.json", counts)
     expected = load_expected()
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("instructions", help="compile-time instruction counts (callgrind)")
     ins.add_argument("--graphs", nargs="*")
     ins.add_argument("--compilers", nargs="*")
+    ins.add_argument("--jobs", type=int, default=1, help="measurements run at once")
     ins.add_argument("--update", action="store_true", help="rewrite the expected results")
     ck = sub.add_parser("check", help="check saved counts against the expected results")
     ck.add_argument("results", nargs="?", default=str(RESULTS / "instructions.json"))

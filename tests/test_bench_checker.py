@@ -92,3 +92,5 @@ def test_update_replaces_every_measured_count_and_keeps_tolerances() -> None:
 def test_parse_callgrind_totals() -> None:
     text = "version: 1\ncreator: callgrind\nevents: Ir\nfl=(1) x.c\nfn=(1) f\n3 5\ntotals: 12345\n"
     assert parse_totals(text) == 12345
+    assert parse_totals("events: Ir\nsummary: 0\nfn=(1) f\n3 5\ntotals: 586\n") == 586
+    assert parse_totals("events: Ir\nsummary: 77\n") == 77
