@@ -12,10 +12,12 @@ from typing import Any
 import torch
 
 RESULTS = Path(__file__).with_name("results")
+DOCS_IMG = Path(__file__).parent.parent / "docs" / "img"
 
 
 def _runtime(args: argparse.Namespace) -> int:
     from bench.plot import plot_runtime
+    from bench.report import ratio_table, runtime_table
     from bench.runtime import Result, run_suite, to_json
     from bench.variants import installed_kernel_backends, variants
     from bench.workloads import by_name
@@ -48,8 +50,11 @@ def _runtime(args: argparse.Namespace) -> int:
     RESULTS.mkdir(exist_ok=True)
     out = Path(args.out or RESULTS / "runtime.json")
     out.write_text(json.dumps(doc, indent=2) + "\n")
-    plot_runtime(doc["results"], out.with_suffix(".png"))
-    print(f"wrote {out} and {out.with_suffix('.png')}")
+    png = Path(args.png or DOCS_IMG / f"bench-{device.split(':')[0]}.png")
+    plot_runtime(doc["results"], png)
+    print(f"wrote {out} and {png}\n")
+    print(ratio_table(doc), end="\n\n")
+    print(runtime_table(doc))
     return 0
 
 
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     rt.add_argument("--rounds", type=int, default=15)
     rt.add_argument("--budget", type=float, default=6.0, help="seconds of timing per group")
     rt.add_argument("--out")
+    rt.add_argument("--png", help="plot path (default docs/img/bench-<device>.png)")
     ct = sub.add_parser("compile", help="cold and warm compile time")
     ct.add_argument("--workloads", nargs="*")
     ct.add_argument("--size", default="small")

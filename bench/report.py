@@ -46,16 +46,61 @@ def compile_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def ratio_table(doc: dict[str, Any]) -> str:
+    """One row per workload and size, one column per compiled variant: x vs Inductor."""
+    res = doc["results"]
+    variants = sorted({r["variant"] for r in res if r["variant"] not in ("eager", "inductor")})
+    head = "| workload | size | inductor ms | " + " | ".join(variants) + " |"
+    rows = [head, "|---|---|---:|" + "---:|" * len(variants)]
+    keys = list(dict.fromkeys((r["workload"], r["size"]) for r in res))
+    for work, size in keys:
+        by = {r["variant"]: r for r in res if (r["workload"], r["size"]) == (work, size)}
+        ind = by.get("inductor", {}).get("median_s")
+        cells = [
+            "err" if by.get(v, {}).get("error") else _x(by.get(v, {}).get("vs_inductor"))
+            for v in variants
+        ]
+        rows.append(f"| {work} | {size} | {_ms(ind)} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def compile_side_by_side(rows: list[dict[str, Any]]) -> str:
+    """workload | per compiler: cold / warm seconds, Inductor first."""
+    names = sorted({r["variant"] for r in rows}, key=lambda v: (v != "inductor", v))
+
+    def cell(r: dict[str, Any] | None) -> str:
+        if r is None:
+            return "-"
+        parts = [f"{r[k]['seconds']:.1f}" if "seconds" in r[k] else "err" for k in ("cold", "warm")]
+        return " / ".join(parts)
+
+    out = ["| workload | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for work in dict.fromkeys(r["workload"] for r in rows):
+        by = {r["variant"]: r for r in rows if r["workload"] == work}
+        out.append(f"| {work} | " + " | ".join(cell(by.get(n)) for n in names) + " |")
+    return "\n".join(out)
+
+
+def instruction_table(counts: dict[str, int | None]) -> str:
+    """graph | polyduct Ir | Inductor Ir | polyduct / Inductor."""
+    out = ["| graph | polyduct Ir | Inductor Ir | polyduct / Inductor |", "|---|---:|---:|---:|"]
+    for graph in dict.fromkeys(name.split("/")[0] for name in sorted(counts)):
+        pd, ind = counts.get(f"{graph}/polyduct"), counts.get(f"{graph}/inductor")
+        ratio = "-" if not pd or not ind else f"1/{ind / pd:.1f}"
+        cells = ["MISSING" if c is None else f"{c:,}" for c in (pd, ind)]
+        out.append(f"| {graph} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     if (path := RESULTS / "runtime.json").exists():
-        print(runtime_table(json.loads(path.read_text())), end="\n\n")
+        doc = json.loads(path.read_text())
+        print(ratio_table(doc), end="\n\n")
+        print(runtime_table(doc), end="\n\n")
     if (path := RESULTS / "compile_time.json").exists():
-        print(compile_table(json.loads(path.read_text())), end="\n\n")
+        print(compile_side_by_side(json.loads(path.read_text())), end="\n\n")
     if (path := RESULTS / "instructions.json").exists():
-        counts = json.loads(path.read_text())
-        print("| graph/compiler | instructions |\n|---|---:|")
-        for name, count in sorted(counts.items()):
-            print(f"| {name} | {'failed' if count is None else f'{count:,}'} |")
+        print(instruction_table(json.loads(path.read_text())))
 
 
 if __name__ == "__main__":
