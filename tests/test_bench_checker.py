@@ -94,3 +94,39 @@ def test_parse_callgrind_totals() -> None:
     assert parse_totals(text) == 12345
     assert parse_totals("events: Ir\nsummary: 0\nfn=(1) f\n3 5\ntotals: 586\n") == 586
     assert parse_totals("events: Ir\nsummary: 77\n") == 77
+
+
+def test_instruction_table_ratio_and_missing() -> None:
+    from bench.report import instruction_table
+
+    text = instruction_table(
+        {"g/polyduct": 100, "g/inductor": 2500, "h/polyduct": None, "h/inductor": 7}
+    )
+    assert "| g | 100 | 2,500 | 1/25.0 |" in text
+    assert "| h | MISSING | 7 | - |" in text
+
+
+def test_ratio_table_marks_errors() -> None:
+    from bench.report import ratio_table
+
+    def row(variant: str, vs_ind: float | None, error: str | None = None) -> dict[str, Any]:
+        return {
+            "workload": "w",
+            "size": "small",
+            "variant": variant,
+            "median_s": 0.002,
+            "vs_eager": 1.0,
+            "vs_inductor": vs_ind,
+            "error": error,
+        }
+
+    doc = {
+        "results": [
+            row("eager", 0.5),
+            row("inductor", 1.0),
+            row("polyduct-cpp", 2.0),
+            row("polyduct-halide", None, "boom"),
+        ]
+    }
+    text = ratio_table(doc)
+    assert "| w | small | 2.000 | 2.00 | err |" in text
