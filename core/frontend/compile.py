@@ -24,6 +24,7 @@ from polyduct.frontend import (
     lowerings_random,
     lowerings_reduce,
     lowerings_scan,
+    lowerings_scatter,
     lowerings_views,
 )
 from polyduct.frontend.kernel_plan import plan
@@ -51,6 +52,7 @@ def core_lowerings() -> dict[str, LoweringFn]:
         lowerings_scan,
         lowerings_index,
         lowerings_random,
+        lowerings_scatter,
     )
     for module in modules:
         table.update(module.table())
@@ -125,6 +127,7 @@ def compile_graph(
     wrapper = plugins.wrapper_backend(wrapper_name, wrapper_opts)
     loader = plugins.kernel_loader(backend_opts)
     fn = _with_constants(wrapper.build(program, loader), constants, total_outputs)
+    fn = _with_attrs(fn, tuple(lowering.attrs.values()))
     source = wrapper.render(program)
     compiled = CompiledGraph(
         specs, sources, program, lowering.report, fn, source, graph_name, graph_index
@@ -213,6 +216,17 @@ def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
     }
     graph.outputs = [out for i, out in enumerate(graph.outputs) if i not in constants]
     return constants
+
+
+def _with_attrs(fn: Callable[..., Any], attrs: tuple[torch.Tensor, ...]) -> Callable[..., Any]:
+    """`fn` with the graph's tensor constants (`get_attr`) appended to its arguments."""
+    if not attrs:
+        return fn
+
+    def run(*args: Any) -> Any:
+        return fn(*args, *attrs)
+
+    return run
 
 
 def _with_constants(

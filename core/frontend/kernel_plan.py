@@ -62,20 +62,29 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
     """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order)."""
     readers = _readers(items, graph)
     out: list[KernelPlan | ExternNode] = []
+    existing = set(graph.inputs)  # buffers holding data before the item at hand
     count = 0
     for i, item in enumerate(items):
         if isinstance(item, ExternNode):
             out.append(item)
+            existing.update(item.outputs)
             continue
-        out.append(_plan_group(graph, item, f"kernel{count}", i, readers))
+        kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing)
+        existing.update(b.name for b in kernel.spec.buffers)
+        out.append(kernel)
         count += 1
     return Planned(out)
 
 
 def _plan_group(
-    graph: IRGraph, group: Group, name: str, pos: int, readers: dict[str, set[int]]
+    graph: IRGraph,
+    group: Group,
+    name: str,
+    pos: int,
+    readers: dict[str, set[int]],
+    existing: set[str],
 ) -> KernelPlan:
-    written = [b for m in group.members for b in m.node.outputs]
+    written = list(dict.fromkeys(b for m in group.members for b in m.node.outputs))
     external = {
         b for b in written if readers.get(b, set()) - {pos} or graph.buffers[b].kind != "computed"
     }
@@ -88,7 +97,7 @@ def _plan_group(
                 copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
     removed = {b for b in written if b not in external and b not in renames}
     stages = _stages(group, renames, removed, copies)
-    buffers = _buffers(graph, group, renames, removed, copies)
+    buffers = _buffers(graph, group, renames, removed, copies, existing)
     ranges = group.outer or (sympy.Integer(1),)
     spec = KernelSpec(
         name=name,
@@ -117,6 +126,7 @@ def _buffers(
     renames: dict[str, str],
     removed: set[str],
     copies: list[tuple[str, Any]],
+    existing: set[str],
 ) -> tuple[KernelBuffer, ...]:
     loads: list[str] = []
     stores: list[str] = []
@@ -132,7 +142,9 @@ def _buffers(
     result: list[KernelBuffer] = []
     for n in order:
         layout = graph.buffers[n].layout
-        role: Role = "inout" if (n in loads and n in stores) else ("in" if n in loads else "out")
+        # a buffer written earlier (a scatter's copy, a graph input) keeps its data: inout
+        updated = n in stores and (n in loads or n in existing)
+        role: Role = "inout" if updated else ("in" if n in loads else "out")
         result.append(KernelBuffer(n, layout.dtype, role, layout.extent()))
     for m in group.members:
         for buf, acc in m.node.accumulators.items():

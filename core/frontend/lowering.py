@@ -127,15 +127,37 @@ class GraphLowering:
         self.seeds: list[str] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.input_names: list[str] = []
+        self.attrs: dict[str, torch.Tensor] = {}  # tensor constants, passed as trailing inputs
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
+        self.module = gm
         for node in gm.graph.nodes:
             value = self._lower_node(node)
             # a costly value read by several users is computed once instead of re-inlined
             if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
                 value = self.graph.realize(value)
             self.env[node] = value
+        self.graph.inputs.extend(self.attrs)
         return self.graph
+
+    def _get_attr(self, node: torch.fx.Node) -> Any:
+        """A tensor constant of the module: a trailing graph input bound at call time."""
+        value = self.module
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            raise LoweringError("get_attr", node.name, f"constant {type(value).__name__}")
+        name = f"const_{len(self.attrs)}"
+        self.attrs[name] = value
+        layout = Layout(
+            tuple(sympy.Integer(s) for s in value.shape),
+            tuple(sympy.Integer(s) for s in value.stride()),
+            sympy.Integer(0),
+            value.dtype,
+            value.device.type,
+        )
+        self.graph.add_buffer("input", layout, name)
+        return StorageView(name, layout)
 
     def _lower_node(self, node: torch.fx.Node) -> Any:
         if node.op == "placeholder":
@@ -148,12 +170,22 @@ class GraphLowering:
             metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
             self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]
             return None
+        if node.op == "get_attr":
+            return self._get_attr(node)
         if node.op != "call_function":
             raise LoweringError(str(node.target), node.name, f"unsupported FX node op {node.op}")
         if node.target is operator.getitem:
             seq, index = self._args(node.args)
             return seq[index]
+        if _mutates(node):
+            self._realize_live(node)
         return self._call(node)
+
+    def _realize_live(self, node: torch.fx.Node) -> None:
+        """Compute pending lazy values before `node` writes a buffer they may read."""
+        for prior, value in list(self.env.items()):
+            if isinstance(value, Lazy) and any(u not in self.env for u in prior.users):
+                self.env[prior] = self.graph.realize(value)
 
     def _placeholder(self, node: torch.fx.Node) -> Any:
         name = f"arg_{len(self.input_names)}"
@@ -292,6 +324,12 @@ def _tag_lazy(value: Any, op: str) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_tag_lazy(v, op) for v in value)
     return value
+
+
+def _mutates(node: torch.fx.Node) -> bool:
+    """Whether `node` is an in-place aten op (it writes one of its arguments)."""
+    schema = getattr(node.target, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
 
 
 def _dense(val: torch.Tensor) -> bool:

@@ -98,8 +98,29 @@ def _place(node: ComputeNode, group: Group) -> Member | None:
     return Member(node, kind, x, r, access)
 
 
+def _scattered(access: Access) -> set[str]:
+    """Buffers `access` stores at an indirect (data-dependent) index."""
+    return {
+        n
+        for n, idx in access.stores
+        if any(str(s).startswith("indirect") for s in idx.free_symbols)
+    }
+
+
+def _touched(member: Member) -> set[str]:
+    return {n for n, _ in member.access.loads} | {n for n, _ in member.access.stores}
+
+
 def _reads_ok(member: Member, group: Group) -> bool:
-    """Whether `member` reads what `group` wrote only at the point it computes."""
+    """Whether `member` reads what `group` wrote only at the point it computes.
+
+    A scatter (a store at an indirect index) shares a kernel with nothing that touches its buffer:
+    other points of the loop may write any element of it (issue 4).
+    """
+    if _scattered(member.access) & {n for m in group.members for n in _touched(m)}:
+        return False
+    if _touched(member) & {n for m in group.members for n in _scattered(m.access)}:
+        return False
     rv = set(index_vars("r", len(group.red)))
     last = group.members[-1] if group.members else None
     for name, index in member.access.loads:

@@ -12,7 +12,9 @@ from polyduct import plugins
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("polyduct-e2e")
     group.addoption("--polyduct-e2e-kernels", action="append", default=[], help="kernel backend(s)")
-    group.addoption("--polyduct-e2e-wrapper", action="append", default=[], help="wrapper backend(s)")
+    group.addoption(
+        "--polyduct-e2e-wrapper", action="append", default=[], help="wrapper backend(s)"
+    )
 
 
 def _names(config: pytest.Config, option: str, env: str, default: list[str]) -> list[str]:
@@ -29,7 +31,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
         metafunc.parametrize("kernels", names, scope="module")
     if "wrapper" in metafunc.fixturenames:
-        names = _names(metafunc.config, "--polyduct-e2e-wrapper", "POLYDUCT_TEST_WRAPPER", ["python"])
+        names = _names(
+            metafunc.config, "--polyduct-e2e-wrapper", "POLYDUCT_TEST_WRAPPER", ["python"]
+        )
         metafunc.parametrize("wrapper", names, scope="module")
 
 

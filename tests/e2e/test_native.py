@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from polyduct.errors import KernelIndexError
 from polyduct.frontend.compile import CompiledGraph
 
 from .helpers import assert_same, check, compile_fn, kernels_of
@@ -164,3 +165,75 @@ def test_searchsorted_native(backends: tuple[str, str]) -> None:
 
     native(check(fn, backends, bounds, v))
     native(check(lambda v, b: torch.bucketize(v, b, right=True), backends, v, bounds))
+
+
+def test_scatter_family_native(backends: tuple[str, str]) -> None:
+    x = _edgy(5, 7)
+    idx = torch.randint(0, 7, (5, 9))  # 9 picks from 7 slots: duplicates in every row
+    src = torch.randn(5, 9)
+    perm = torch.stack([torch.randperm(7)[:4] for _ in range(5)])  # distinct per row
+
+    def fn(x: torch.Tensor, idx: torch.Tensor, src: torch.Tensor, perm: torch.Tensor) -> Any:
+        return (
+            x.scatter_add(1, idx, src) * 2,
+            x.scatter_reduce(1, idx, src, "sum"),
+            x.scatter(1, perm, src[:, :4]),
+            x.scatter(1, perm, -1.5),
+            torch.zeros(7, 5).scatter_add(0, idx.t(), src.t()),
+        )
+
+    native(check(fn, backends, x, idx, src, perm))
+
+
+def test_index_put_native(backends: tuple[str, str]) -> None:
+    x = _edgy(6, 5)
+    rows = torch.tensor([0, -1, 2, 0, 5, -6, 3])  # duplicates and negative indices
+    vals = torch.randn(7, 5)
+
+    def fn(x: torch.Tensor, rows: torch.Tensor, vals: torch.Tensor) -> Any:
+        acc = torch.index_put(x, (rows,), vals, accumulate=True)
+        col = x.clone()
+        col[:, rows[:3] % 5] += torch.tensor(9.0)
+        pair = torch.index_put(x, (rows[:2], rows[2:4]), vals[0, :2])
+        put = torch.index_put(x, (torch.tensor([1, -2, 4]),), vals[:3])
+        return acc, col, pair, put
+
+    native(check(fn, backends, x, rows, vals))
+    ints = torch.full((4,), torch.iinfo(torch.int64).max)
+    native(
+        check(
+            lambda a, i: torch.index_put(a, (i,), torch.tensor(1), accumulate=True),
+            backends,
+            ints,
+            torch.tensor([1, 1, 3]),
+        )
+    )
+
+
+def test_setitem_on_input_native(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        x[i] += v
+        x[0] = 7.0
+        return x.sum(0)
+
+    x, i, v = torch.randn(6, 3), torch.tensor([4, 4, -1]), torch.randn(3, 3)
+    compiled, graphs = compile_fn(fn, backends)
+    mine = x.clone()
+    assert_same(compiled(mine, i, v), fn(x, i, v))
+    assert_same(mine, x)
+    native(graphs)
+
+
+@pytest.mark.parametrize("case", ["scatter", "negative", "index_put"])
+def test_scatter_out_of_range_raises(backends: tuple[str, str], case: str) -> None:
+    x, src = torch.zeros(3, 4), torch.ones(3, 2)
+    if case == "index_put":
+        compiled, _ = compile_fn(
+            lambda a, i, s: torch.index_put(a, (i,), s[0, 0], accumulate=True), backends
+        )
+        idx = torch.tensor([0, 3])
+    else:
+        compiled, _ = compile_fn(lambda a, i, s: a.scatter_add(1, i, s), backends)
+        idx = torch.tensor([[0, 4], [1, 1], [2, 3]] if case == "scatter" else [[0, -1]] * 3)
+    with pytest.raises(KernelIndexError, match="out of bounds"):
+        compiled(x, idx, src)
