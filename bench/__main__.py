@@ -61,7 +61,7 @@ def _runtime(args: argparse.Namespace) -> int:
 def _compile(args: argparse.Namespace) -> int:
     from bench.compile_time import run
 
-    rows = run(args.workloads, args.size)
+    rows = run(args.workloads, args.size, args.compilers)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "compile_time.json").write_text(json.dumps(rows, indent=2) + "\n")
     return 0
@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ct = sub.add_parser("compile", help="cold and warm compile time")
     ct.add_argument("--workloads", nargs="*")
     ct.add_argument("--size", default="small")
+    ct.add_argument("--compilers", nargs="*", help="variant names, e.g. inductor polyduct-cpp")
     ins = sub.add_parser("instructions", help="compile-time instruction counts (callgrind)")
     ins.add_argument("--graphs", nargs="*")
     ins.add_argument("--compilers", nargs="*")

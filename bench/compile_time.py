@@ -84,9 +84,11 @@ def measure(workload: str, variant: str, size: str) -> dict[str, Any]:
     return {"workload": workload, "variant": variant, "size": size, "cold": cold, "warm": warm}
 
 
-def run(workloads: list[str] | None, size: str) -> list[dict[str, Any]]:
-    """Cold/warm times of every compiled variant (not eager) of each workload."""
-    names = [v.name for v in variants("cpu") if v.name != "eager"]
+def run(
+    workloads: list[str] | None, size: str, compilers: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Cold/warm times of each compiled variant (default: all but eager) of each workload."""
+    names = compilers or [v.name for v in variants("cpu") if v.name != "eager"]
     out = []
     for work in by_name(workloads):
         for variant in names:
