@@ -107,6 +107,10 @@ class LoweringContext:
         return len(self.seeds) - 1
 
 
+INLINE_BUDGET = 64
+"""Largest inlined expression (in ops) a lazy value may carry before it is computed into a buffer."""
+
+
 class GraphLowering:
     """Walks an aten FX graph in order, lowering each node or falling back to an extern call."""
 
@@ -135,6 +139,10 @@ class GraphLowering:
             value = self._lower_node(node)
             # a costly value read by several users is computed once instead of re-inlined
             if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
+                value = self.graph.realize(value)
+            # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
+            # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
+            if isinstance(value, Lazy) and value.cost > INLINE_BUDGET:
                 value = self.graph.realize(value)
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from polyduct.wrapper_ir import Allocate
+
 from .helpers import check, compile_fn, kernels_of
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -81,3 +83,15 @@ def test_no_lowering_falls_back_to_extern(backends: tuple[str, str]) -> None:
     fallbacks = [op for g in graphs for op in g.report.ops()]
     assert fallbacks, "expected an extern fallback"
     assert all(str(g.report) for g in graphs)
+
+
+def test_thousand_adds_compile(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        for _ in range(1000):
+            x = x + 1
+        return x
+
+    graphs = check(fn, backends, torch.randn(5, 3))
+    assert kernels_of(graphs) == 1
+    allocs = [ln for g in graphs for ln in g.program.lines if isinstance(ln, Allocate)]
+    assert len(allocs) == 1  # the intermediates of the chain stay inside the kernel
