@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from polyduct_triton.context import KernelContext
@@ -31,7 +33,13 @@ class TritonEmitter:
 
     def _c(self, value: bool | float, dtype: torch.dtype) -> V:
         shape = self.ctx.const_shape
-        return V(f"tl.full({shape}, {literal(value, dtype)}, {compute_tl(dtype)})", dtype)
+        ctype = compute_tl(dtype)
+        if is_float(dtype) and value == 0 and math.copysign(1.0, float(value)) < 0:
+            # -0.0 as bits: compiled kernels fold the literal -0.0 into +0.0.
+            bits = "tl.int64, -9223372036854775808" if ctype == "tl.float64" else "tl.int32, -2147483648"
+            ibits, ival = bits.split(", ")
+            return V(f"tl.full({shape}, {ival}, {ibits}).to({ctype}, bitcast=True)", dtype)
+        return V(f"tl.full({shape}, {literal(value, dtype)}, {ctype})", dtype)
 
     def constant(self, value: bool | float, dtype: torch.dtype) -> V:
         return self._v(self._c(value, dtype).name, dtype)
@@ -99,6 +107,10 @@ class TritonPrimitiveOps(TritonEmitter):
         return self._v(f"({q} - {fix}.to({compute_tl(x0.dtype)}))", x0.dtype)
 
     def mod(self, x0: V, x1: V) -> V:
+        if is_float(x0.dtype) and not self.ctx.interpret:
+            # Float % becomes LLVM frem, which NVPTX expands to x - y*trunc(x/y): wrong once the
+            # quotient is large. libdevice fmod is exact (the interpreter's % is numpy's fmod).
+            return self._v(f"libdevice.fmod({x0}, {x1})", x0.dtype)
         return self._v(f"({x0} % {x1})", x0.dtype)
 
     fmod = mod

@@ -89,13 +89,13 @@ class TritonReduceOps(TritonEmitter):
         acc = self._acc(init, "tl.int8")
         vals = self._full(V(f"({value} != 0).to(tl.int8)", torch.int8), torch.int8, init)
         both = "tl.maximum" if fn == "tl.max" else "tl.minimum"
-        self._line(f"{acc} = {both}({acc}, {fn}({vals}, 1, keep_dims=True))")
+        self._line(f"{acc} = {both}({acc}, {fn}({vals}, 1, keep_dims=True).to(tl.int8))")
         return self._post_value(f"({acc} != 0)", torch.bool)
 
     def _red_any(self, dtype: torch.dtype, value: V) -> V:
         acc = self._acc("0", "tl.int8")
         vals = self._full(V(f"({value} != 0).to(tl.int8)", torch.int8), torch.int8, "0")
-        self._line(f"{acc} = tl.maximum({acc}, tl.max({vals}, 1, keep_dims=True))")
+        self._line(f"{acc} = tl.maximum({acc}, tl.max({vals}, 1, keep_dims=True).to(tl.int8))")
         return self._post_value(f"({acc} != 0)", dtype)
 
     def _post_value(self, expr: str, dtype: torch.dtype) -> V:
@@ -108,7 +108,9 @@ class TritonReduceOps(TritonEmitter):
         fn, fill = ("tl.max", type_min(dtype)) if big else ("tl.min", type_max(dtype))
         fill_s = f"tl.full([1, 1], {literal(fill, dtype)}, {compute_tl(dtype)})"
         if not is_float(dtype):
-            return self._v(f"{fn}({vals}, 1, keep_dims=True)", dtype).name, "False"
+            # Compiled tl.max/tl.min widen 8/16-bit integers to int32: narrow back.
+            ext = f"{fn}({vals}, 1, keep_dims=True).to({compute_tl(dtype)})"
+            return self._v(ext, dtype).name, "False"
         isn = self._v(f"(({vals} != {vals}) & {self.ctx.mask()})", torch.bool).name
         ext = self._v(f"{fn}(tl.where({isn}, {fill_s}, {vals}), 1, keep_dims=True)", dtype).name
         has = self._v(f"(tl.max({isn}.to(tl.int8), 1, keep_dims=True) > 0)", torch.bool).name

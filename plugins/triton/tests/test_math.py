@@ -35,7 +35,7 @@ def test_pow_float64_within_two_ulp_for_large_exponents(tmp_path: Path) -> None:
     x[:8] = torch.tensor([2.5, 2.5, 1.7976931348623157e308, 1e-310, 3.0, 0.5, 10.0, 7.0])
     y[:8] = torch.tensor([100.0, -100.0, 0.5, 0.25, 0.5, 1e-3, -300.0, 1.0 / 3.0])
     got = _binary(tmp_path, "pow", x, y)
-    worst = max(_ulps(g_, x_**y_) for g_, x_, y_ in zip(got.tolist(), x.tolist(), y.tolist()))
+    worst = max(_ulps(g_, x_**y_) for g_, x_, y_ in zip(got.tolist(), x.tolist(), y.tolist(), strict=True))
     assert worst <= 2.0, worst
 
 
@@ -43,9 +43,9 @@ def test_fmod_and_remainder_are_exact(tmp_path: Path) -> None:
     a = torch.tensor([2.5, -2.5, 3.4e38, 3.4e38, 1e30, -7.25, 5.0, -0.0])
     b = torch.tensor([2.9e-39, 2.9e-39, 0.5, 1.17e-38, 3.3, 2.0, -3.0, 1.0])
     got = _binary(tmp_path, "fmod", a, b)
-    want = [math.fmod(x, y) for x, y in zip(a.tolist(), b.tolist())]
+    want = [math.fmod(x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     assert got.tolist() == [float(torch.tensor(w, dtype=torch.float32)) for w in want]
     rem = _binary(tmp_path, "remainder", a, b)
     exact = [Fraction(x) - Fraction(y) * math.floor(Fraction(x) / Fraction(y))
-             for x, y in zip(a.tolist(), b.tolist())]
+             for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     assert rem[:-1].tolist() == [float(torch.tensor(float(e))) for e in exact[:-1]]
