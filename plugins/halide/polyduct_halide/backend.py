@@ -10,11 +10,11 @@ from typing import Any, ClassVar, Final
 
 import halide as hl
 import torch
-
-import polyduct_halide
 from polyduct.cache import default_cache, import_module_file
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
+
+import polyduct_halide
 from polyduct_halide.codegen import generate
 from polyduct_halide.launch import make_kernel
 from polyduct_halide.ops import HalideOps
@@ -46,7 +46,9 @@ class HalideOptions:
         if self.schedule in NOT_APPLICABLE and "cuda" not in self.target:
             usable = [s for s in SCHEDULES if s not in NOT_APPLICABLE]
             raise InvalidOption(
-                "halide", "schedule", self.schedule,
+                "halide",
+                "schedule",
+                self.schedule,
                 f"one of {usable} ({self.schedule} {NOT_APPLICABLE[self.schedule]})",
             )
         try:
@@ -59,16 +61,23 @@ class HalideOptions:
 
     def halide_target(self) -> hl.Target:
         """The JIT target: the host (or `target`), with strict IEEE floats unless disabled."""
-        base = hl.get_jit_target_from_environment() if self.target == "host" else hl.Target(
-            self.target
+        base = (
+            hl.get_jit_target_from_environment()
+            if self.target == "host"
+            else hl.Target(self.target)
         )
         return base.with_feature(hl.TargetFeature.StrictFloat) if self.strict_float else base
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> HalideOptions:
         """Build from a compile-options mapping, refusing unknown keys."""
-        known = {"schedule": "schedule", "halide_schedule": "schedule", "target": "target",
-                 "halide_target": "target", "strict_float": "strict_float"}
+        known = {
+            "schedule": "schedule",
+            "halide_schedule": "schedule",
+            "target": "target",
+            "halide_target": "target",
+            "strict_float": "strict_float",
+        }
         values: dict[str, Any] = {}
         for key, value in options.items():
             if key not in known:
@@ -115,8 +124,10 @@ class HalideBackend(KernelBackend):
             compiled = module.build(self.options.halide_target())
         except Exception as err:  # Halide raises HalideError or RuntimeError from its bindings
             raise KernelCompileError(
-                self.name, source.name, str(path), f"{type(err).__name__}: {err}\n"
-                f"pipeline:\n{source.source}"
+                self.name,
+                source.name,
+                str(path),
+                f"{type(err).__name__}: {err}\npipeline:\n{source.source}",
             ) from err
         kernel = make_kernel(module, compiled, self.name)
         _COMPILED[memo] = kernel

@@ -8,10 +8,10 @@ variables; outputs are written by scatter updates over an RDom of the stage's it
 from __future__ import annotations
 
 import sympy
-
 from polyduct.codegen import IndentedBuffer, string_literal
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
+
 from polyduct_halide.ops import HalideOps
 from polyduct_halide.trace import KernelTrace, StageTrace
 from polyduct_halide.values import compute_type, dtype_name, storage_type
@@ -73,8 +73,15 @@ def _input_args(spec: KernelSpec) -> list[str]:
 def _header(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace, schedule: str) -> None:
     names = trace.names
     out.line(f'"""Halide pipeline of kernel {string_literal(spec.name)} (polyduct-halide)."""')
-    out.lines(["import halide as hl", "", "from polyduct_halide import hlmath as _m",
-               "from polyduct_halide import runtime as _rt", ""])
+    out.lines(
+        [
+            "import halide as hl",
+            "",
+            "from polyduct_halide import hlmath as _m",
+            "from polyduct_halide import runtime as _rt",
+            "",
+        ]
+    )
     out.line(f"KERNEL = {string_literal(spec.name)}")
     out.line(f"SCHEDULE = {string_literal(schedule)}")
     args = ", ".join(
@@ -102,8 +109,7 @@ def _params(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace) -> None:
             out.line(f"{arg} = hl.ImageParam({storage_type(buf.dtype)}, 1, {string_literal(arg)})")
         if buf.role in ("out", "inout"):
             out.line(
-                f"{arg}_out = _rt.output({string_literal(arg + '_out')}, "
-                f"{storage_type(buf.dtype)})"
+                f"{arg}_out = _rt.output({string_literal(arg + '_out')}, {storage_type(buf.dtype)})"
             )
     for sym in spec.size_args:
         out.line(f"{names[sym.name]} = hl.Param(hl.Int(32), {string_literal(names[sym.name])})")
@@ -145,8 +151,13 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         _function(out, f"_{col.name}", sig, col.lines, f"({', '.join(col.values)},)")
         at = f"_{col.name}(*xv, *_rt.unflatten(pv, RR))"
         if col.kind == "scan":
-            _function(out, f"_{col.name}_combine", "a, b", col.combine[:-1],
-                      col.combine[-1].removeprefix("return "))
+            _function(
+                out,
+                f"_{col.name}_combine",
+                "a, b",
+                col.combine[:-1],
+                col.combine[-1].removeprefix("return "),
+            )
             call = f"_rt.scan({string_literal(col.name)}, xv, pv, {at}, _{col.name}_combine, "
             out.line(f"{col.name} = {call}_rt.total(RR))")
         else:
@@ -154,8 +165,13 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
             out.line(f"{col.name} = {call}{col.descending})")
         out.line(f"SCHED.append(('func', {col.name}))")
     if stage.stores:
-        _function(out, f"_s{number}", sig if with_r else _signature(spec, False),
-                  ["S = []", *stage.em.lines], "S")
+        _function(
+            out,
+            f"_s{number}",
+            sig if with_r else _signature(spec, False),
+            ["S = []", *stage.em.lines],
+            "S",
+        )
         space = "XR + RR" if with_r else "XR"
         _scatter(out, f"_s{number}", space, number)
     if stage.reduction_stores:
@@ -175,8 +191,10 @@ def _reduction_stores(
 ) -> None:
     trace_lines = ["S = []"]
     for arg, index, ref, dtype in stage.reduction_stores:
-        idx = f"hl.unsafe_promise_clamped({_printer_expr(spec, index)}, 0, " \
-              f"{arg}_out.output_buffer().dim(0).extent() - 1)"
+        idx = (
+            f"hl.unsafe_promise_clamped({_printer_expr(spec, index)}, 0, "
+            f"{arg}_out.output_buffer().dim(0).extent() - 1)"
+        )
         trace_lines.append(
             f"S.append(({arg}_out, {idx}, _m.encode({ref}, {string_literal(dtype_name(dtype))}), False))"
         )

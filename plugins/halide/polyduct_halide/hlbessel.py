@@ -126,8 +126,11 @@ def bessel_i64(x: E, n: int, scaled: bool) -> E:
         acc = acc + hl.select(live, term, K(0.0))
     asym = acc / hl.sqrt(K(2.0 * math.pi) * big_x)
     small = _i_series(hl.min(ax, K(30.0)), n)
-    out = hl.select(ax < K(30.0), small * (hl.exp(-ax) if scaled else K(1.0)),
-                    asym * (K(1.0) if scaled else hl.exp(big_x)))
+    out = hl.select(
+        ax < K(30.0),
+        small * (hl.exp(-ax) if scaled else K(1.0)),
+        asym * (K(1.0) if scaled else hl.exp(big_x)),
+    )
     if n == 1:
         out = hl.select(x < K(0.0), -out, out)
     inf_value = K(0.0) if scaled else K(INF)
@@ -301,7 +304,21 @@ def spherical_bessel_j0(x: E) -> E:
     return back(x, spherical_j0_64(w64(x)))
 
 
-__all__ = ["airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "i0", "i0e", "i1",
-           "i1e", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
-           "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
-           "spherical_bessel_j0"]
+__all__ = [
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+    "spherical_bessel_j0",
+]

@@ -117,7 +117,9 @@ def convert(x: E, dtype: str) -> E:
     if dtype in ("float16", "bfloat16"):
         low = hl.Float(16) if dtype == "float16" else hl.BFloat(16)
         rounded = hl.cast(hl.Float(32), hl.cast(low, x))
-        return hl.select(hl.is_nan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
+        return (
+            hl.select(hl.is_nan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
+        )
     return hl.cast(_TYPES[dtype], x)
 
 
@@ -257,7 +259,9 @@ def neg(x: E) -> E:
     if not is_float(x):
         return -x
     it = hl.Int(x.type().bits())
-    return hl.reinterpret(x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1)))
+    return hl.reinterpret(
+        x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1))
+    )
 
 
 def copysign(a: E, b: E) -> E:
@@ -315,8 +319,11 @@ def ipow(a: E, b: E) -> E:
         base = base * base
     if a.type().is_uint():
         return result
-    neg = hl.select(a == c(a, 1), c(a, 1), hl.select(a == c(a, -1), hl.select(
-        (b & c(b, 1)) != c(b, 0), c(a, -1), c(a, 1)), c(a, 0)))
+    neg = hl.select(
+        a == c(a, 1),
+        c(a, 1),
+        hl.select(a == c(a, -1), hl.select((b & c(b, 1)) != c(b, 0), c(a, -1), c(a, 1)), c(a, 0)),
+    )
     return hl.select(b < c(b, 0), neg, result)
 
 
@@ -385,7 +392,9 @@ def _log1p64(x: E) -> E:
     # Goldberg: log(u) * x / (u - 1) with u = 1 + x rounded.
     u = hl.f64(1.0) + x
     mid = hl.log(u) * (x / (u - hl.f64(1.0)))
-    return hl.select(u == hl.f64(1.0), x, hl.select(hl.is_inf(u) | (u <= hl.f64(0.0)), hl.log(u), mid))
+    return hl.select(
+        u == hl.f64(1.0), x, hl.select(hl.is_inf(u) | (u <= hl.f64(0.0)), hl.log(u), mid)
+    )
 
 
 def log1p(x: E) -> E:
@@ -439,8 +448,18 @@ def frexp(x: E) -> tuple[E, E]:
 
 
 def bucketize(
-    values: E, buf: E, dtype: str, length: E, numel: E, stride: E, const_length: int | None,
-    start: E, right: bool, sorter: tuple[E, str] | None, sorter_stride: E, sorter_start: E,
+    values: E,
+    buf: E,
+    dtype: str,
+    length: E,
+    numel: E,
+    stride: E,
+    const_length: int | None,
+    start: E,
+    right: bool,
+    sorter: tuple[E, str] | None,
+    sorter_stride: E,
+    sorter_start: E,
     out_dtype: str,
 ) -> E:
     """searchsorted of `values` in a row of `buf` by a binary search unrolled to fixed steps."""
@@ -465,9 +484,6 @@ def bucketize(
         low = hl.select(active & above, mid + 1, low)
         high = hl.select(active & hl.logical_not(above), mid, high)
     return hl.cast(_TYPES[out_dtype], low)
-
-
-
 
 
 from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401

@@ -22,6 +22,8 @@ MAX_DEGREE = 64
 def back(x: E, value: E) -> E:
     """float64 `value` in x's type (no NaN forcing: torch gives 1 for n = 0 even at NaN x)."""
     return hl.cast(ex(x).type(), value)
+
+
 Step = Callable[[E, E, E, int], E]
 
 
@@ -141,8 +143,17 @@ def legendre_polynomial_p(x: E, n_raw: E) -> E:
     return back(x, hl.select(n < K(0.0), K(0.0), out))
 
 
-__all__ = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-           "chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
-           "laguerre_polynomial_l", "legendre_polynomial_p", "shifted_chebyshev_polynomial_t",
-           "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
-           "shifted_chebyshev_polynomial_w"]
+__all__ = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
+]

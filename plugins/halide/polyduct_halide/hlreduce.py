@@ -146,7 +146,9 @@ def _welford_combine(
     moment = _fold(f"{name}_wm", xv, hl.cast(t, 0), lambda a: a + weight_b * mean_b)
     w = ex(weight[xv])
     safe = hl.select(w == hl.cast(t, 0), hl.cast(t, 1), w)
-    mean = _pure(f"{name}_mean", xv, hl.select(w == hl.cast(t, 0), hl.cast(t, 0), moment[xv] / safe))
+    mean = _pure(
+        f"{name}_mean", xv, hl.select(w == hl.cast(t, 0), hl.cast(t, 0), moment[xv] / safe)
+    )
     dev = mean_b - mean[xv]
     m2 = _fold(f"{name}_m2", xv, hl.cast(t, 0), lambda a: a + m2_b + weight_b * dev * dev)
     return [mean, m2, weight, moment]

@@ -106,4 +106,6 @@ def erfc(x: E) -> E:
 def erfcx(x: E) -> E:
     """Scaled complementary error function."""
     return back(x, erfcx64(w64(x)))
+
+
 __all__ = ["c", "erf", "erfc", "erfcx", "ex", "is_float"]

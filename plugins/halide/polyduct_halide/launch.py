@@ -9,8 +9,8 @@ from typing import Any
 
 import halide as hl
 import torch
-
 from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
+
 from polyduct_halide.trace import CHECK_MAGIC
 
 _VIEW = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}
@@ -58,8 +58,9 @@ def make_kernel(
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
         bufs = [_buffer(t) for t in tensors]
         try:
-            compiled(*(bufs[i] for i in inputs), *(int(s) for s in sizes),
-                     *(bufs[i] for i in outputs))
+            compiled(
+                *(bufs[i] for i in inputs), *(int(s) for s in sizes), *(bufs[i] for i in outputs)
+            )
         except hl.HalideError as error:
             raise _translate(module, backend, error) from None
 

@@ -134,9 +134,7 @@ def sort(
     rank[[*xv, pv]] = hl.i32(0)
     key_j = elems(src[[*xv, other.x]], n)[0]
     key_p = elems(src[[*xv, pv]], n)[0]
-    before = m.sorts_before(key_j, key_p, descending) | (
-        m.same_key(key_j, key_p) & (other.x < pv)
-    )
+    before = m.sorts_before(key_j, key_p, descending) | (m.same_key(key_j, key_p) & (other.x < pv))
     rank[[*xv, pv]] = rank[[*xv, pv]] + hl.select(before, 1, 0)
     out = hl.Func(name)
     out[[*xv, pv]] = tup(values)

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import sympy
 import torch
-
 from polyduct.ops import ReductionType, StoreMode
+
 from polyduct_halide.hlreduce import REDUCTIONS
 from polyduct_halide.trace import CHECK_MAGIC, Check, Collective, KernelTrace, Reduction
 from polyduct_halide.values import Emitter, HVal, dtype_name, literal
@@ -115,9 +115,11 @@ class HalideStructuralOps:
         return col
 
     def _results(self, col: Collective, dtypes: tuple[torch.dtype, ...]) -> tuple[HVal, ...]:
-        pos = "_rt.flat([" + ", ".join(
-            f"r{i}" for i in range(len(self.t.spec.reduction_ranges))
-        ) + "], RR)"
+        pos = (
+            "_rt.flat(["
+            + ", ".join(f"r{i}" for i in range(len(self.t.spec.reduction_ranges)))
+            + "], RR)"
+        )
         n = len(dtypes)
         nx = len(self.t.spec.ranges)
         return tuple(

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import sympy
 import torch
-
 from polyduct.errors import InvalidOption, KernelIndexError
 from polyduct.indexing import size_symbol
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
+
 from polyduct_halide.backend import HalideBackend, HalideOptions
 
 F32 = torch.float32
@@ -33,8 +33,12 @@ def test_pointwise_strided_input_and_size_args() -> None:
         ops.store("out", x[0] * S1 + x[1], ops.sigmoid(ops.mul(a, a)))
 
     spec = KernelSpec(
-        "pw", (S0, S1), (), (Stage("outer", body),),
-        (buf("a", "in", S0 * S1), buf("out", "out", S0 * S1)), (S0, S1),
+        "pw",
+        (S0, S1),
+        (),
+        (Stage("outer", body),),
+        (buf("a", "in", S0 * S1), buf("out", "out", S0 * S1)),
+        (S0, S1),
     )
     base = torch.randn(7, 5)
     a = base.t()  # (5, 7), strides (1, 5)
@@ -52,16 +56,25 @@ def test_reduction_types_with_nan_and_ties(rtype: str) -> None:
         red = ops.reduction(out_dtype if rtype != "any" else torch.bool, F32, rtype, v)
         ops.store_reduction("out", x[0], red)
 
-    spec = KernelSpec("red_" + rtype, (4,), (9,), (Stage("reduce", body),),
-                      (buf("a", "in", 36), buf("out", "out", 4, out_dtype)))
+    spec = KernelSpec(
+        "red_" + rtype,
+        (4,),
+        (9,),
+        (Stage("reduce", body),),
+        (buf("a", "in", 36), buf("out", "out", 4, out_dtype)),
+    )
     a = torch.randn(4, 9)
     a[1, 3] = float("nan")
     a[2, 2] = a[2, 6] = 10.0  # tie: first index wins
     out = torch.empty(4, dtype=out_dtype)
     run(spec, a, out)
     want = {
-        "sum": lambda: a.sum(1), "prod": lambda: a.prod(1), "max": lambda: a.amax(1),
-        "min": lambda: a.amin(1), "argmax": lambda: a.argmax(1), "argmin": lambda: a.argmin(1),
+        "sum": lambda: a.sum(1),
+        "prod": lambda: a.prod(1),
+        "max": lambda: a.amax(1),
+        "min": lambda: a.amin(1),
+        "argmax": lambda: a.argmax(1),
+        "argmin": lambda: a.argmin(1),
         "any": lambda: (a != 0).any(1),
     }[rtype]()
     torch.testing.assert_close(out, want, equal_nan=True)
@@ -69,13 +82,20 @@ def test_reduction_types_with_nan_and_ties(rtype: str) -> None:
 
 def test_welford_and_two_pass_softmax() -> None:
     def stats(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
-        mean, m2, _weight = ops.reduction(F32, F32, "welford_reduce", ops.load("a", x[0] * S0 + r[0]))
+        mean, m2, _weight = ops.reduction(
+            F32, F32, "welford_reduce", ops.load("a", x[0] * S0 + r[0])
+        )
         ops.store_reduction("mean", x[0], mean)
         ops.store_reduction("m2", x[0], m2)
 
-    spec = KernelSpec("welford", (S1,), (S0,), (Stage("reduce", stats),),
-                      (buf("a", "in", S0 * S1), buf("mean", "out", S1), buf("m2", "out", S1)),
-                      (S0, S1))
+    spec = KernelSpec(
+        "welford",
+        (S1,),
+        (S0,),
+        (Stage("reduce", stats),),
+        (buf("a", "in", S0 * S1), buf("mean", "out", S1), buf("m2", "out", S1)),
+        (S0, S1),
+    )
     a = torch.randn(6, 11)
     mean, m2 = torch.empty(6), torch.empty(6)
     run(spec, a, mean, m2, 11, 6)
@@ -104,13 +124,27 @@ def test_cumsum_scan_and_stable_descending_sort() -> None:
     a = torch.randint(0, 4, (3, 8)).float()
     a[0, 5] = float("nan")
     c = torch.empty(3, 8)
-    run(KernelSpec("cs", (3,), (8,), (Stage("scan", scan_body),),
-                   (buf("a", "in", 24), buf("c", "out", 24))), a, c)
+    run(
+        KernelSpec(
+            "cs", (3,), (8,), (Stage("scan", scan_body),), (buf("a", "in", 24), buf("c", "out", 24))
+        ),
+        a,
+        c,
+    )
     torch.testing.assert_close(c, a.cumsum(1), equal_nan=True)
     sv, si = torch.empty(3, 8), torch.empty(3, 8, dtype=torch.int64)
-    run(KernelSpec("st", (3,), (8,), (Stage("sort", sort_body),),
-                   (buf("a", "in", 24), buf("sv", "out", 24), buf("si", "out", 24, torch.int64))),
-        a, sv, si)
+    run(
+        KernelSpec(
+            "st",
+            (3,),
+            (8,),
+            (Stage("sort", sort_body),),
+            (buf("a", "in", 24), buf("sv", "out", 24), buf("si", "out", 24, torch.int64)),
+        ),
+        a,
+        sv,
+        si,
+    )
     want_v, want_i = torch.sort(a, dim=1, descending=True, stable=True)
     torch.testing.assert_close(sv, want_v, equal_nan=True)
     torch.testing.assert_close(si, want_i)
@@ -123,9 +157,13 @@ def _gather_spec() -> KernelSpec:
         val = ops.masked(mask, lambda: ops.load("table", i), 0.0)
         ops.store("out", x[0], val)
 
-    return KernelSpec("gather", (6,), (), (Stage("outer", body),),
-                      (buf("idx", "in", 6, torch.int64), buf("table", "in", 10),
-                       buf("out", "out", 6)))
+    return KernelSpec(
+        "gather",
+        (6,),
+        (),
+        (Stage("outer", body),),
+        (buf("idx", "in", 6, torch.int64), buf("table", "in", 10), buf("out", "out", 6)),
+    )
 
 
 def test_masked_indirect_gather_wraps_negative_indices() -> None:
@@ -147,8 +185,9 @@ def test_inout_and_bf16_round_trip() -> None:
         v = ops.load("a", x[0])
         ops.store("a", x[0], ops.mul(v, ops.constant(3.0, torch.bfloat16)))
 
-    spec = KernelSpec("inplace", (9,), (), (Stage("outer", body),),
-                      (buf("a", "inout", 9, torch.bfloat16),))
+    spec = KernelSpec(
+        "inplace", (9,), (), (Stage("outer", body),), (buf("a", "inout", 9, torch.bfloat16),)
+    )
     a = torch.randn(9).bfloat16()
     want = (a.float() * 3).bfloat16()
     run(spec, a)
@@ -167,8 +206,9 @@ def _unary_spec(name: str) -> KernelSpec:
     def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
         ops.store("out", x[0], ops.add(ops.exp(ops.load("a", x[0])), ops.constant(1.0, F32)))
 
-    return KernelSpec(name, (64,), (), (Stage("outer", body),),
-                      (buf("a", "in", 64), buf("out", "out", 64)))
+    return KernelSpec(
+        name, (64,), (), (Stage("outer", body),), (buf("a", "in", 64), buf("out", "out", 64))
+    )
 
 
 def test_invalid_options_are_refused() -> None:
