@@ -43,9 +43,12 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
     for helper in ctx.helpers:
         out.lines(["", ""] + helper.replace("@triton.jit", "@_jit").splitlines())
     out.lines(["", ""])
-    _kernel(out, ctx, xs, rs)
+    kernel = IndentedBuffer()
+    _kernel(kernel, ctx, xs, rs)
+    text = kernel.getvalue()
+    out.lines(text.splitlines())
     out.lines(["", ""])
-    out.lines(render_launcher(spec, ctx).splitlines())
+    out.lines(render_launcher(spec, ctx, text.count("\n")).splitlines())
     return out.getvalue()
 
 

@@ -17,6 +17,8 @@ from polyduct.indexing import PythonIndexPrinter, product
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext
 
+HEAVY_LINES = 400
+
 _RUNTIME = '''
 _SOURCE_ERRORS = tuple(
     e for e in (
@@ -25,6 +27,8 @@ _SOURCE_ERRORS = tuple(
     ) if e is not None
 )
 _BEST = {}
+# HEAVY kernels (long bodies, e.g. many fused special functions) take small blocks: Triton's
+# generated code, and its compile time, grow with the elements each thread holds.
 # Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
 # first candidate) without compiling the others; larger ones benchmark at most MAX_CONFIGS
 # candidates with a short do_bench, once per (device, pow2 xnumel, pow2 rnumel, idx64).
@@ -50,11 +54,14 @@ def _configs(xnumel, rnumel):
     if KIND == "pointwise":
         if INTERPRET:
             return [(min(1024, xp), 1, 4)]
+        if HEAVY:  # one element per thread: compile time grows with elements per thread
+            xb = min(128, xp)
+            return [(xb, 1, max(1, min(4, xb // 32)))]
         return _dedup([(min(1024, xp), 1, 4), (min(512, xp), 1, 8), (min(256, xp), 1, 4)])
     if KIND == "sort":
         budget = 1 << 16 if INTERPRET else 1 << 14
         return [(max(1, min(xp, budget // (rp * rp))), rp, 8)]
-    budget = 1 << 14 if INTERPRET else 4096
+    budget = 1 << 14 if INTERPRET else (1024 if HEAVY else 4096)
     if KIND == "scan" or rp <= (4096 if INTERPRET else 1024):
         rb = rp
     else:
@@ -137,8 +144,11 @@ def _arg(dtype: torch.dtype, name: str) -> str:
     return f"{name}.view(torch.int16)" if dtype == torch.bfloat16 else name
 
 
-def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
-    """Python source of the launcher (module constants, runtime helpers and `launch`)."""
+def render_launcher(spec: KernelSpec, ctx: KernelContext, body_lines: int) -> str:
+    """Python source of the launcher (module constants, runtime helpers and `launch`).
+
+    `body_lines` is the length of the kernel body; past HEAVY_LINES the kernel is HEAVY.
+    """
     tensors = [ctx.arg(b.name) for b in spec.args]
     sizes = [ctx.args[s.name] for s in spec.size_args]
     written = [i for i, b in enumerate(spec.args) if b.role in ("out", "inout")]
@@ -150,6 +160,7 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext) -> str:
     )
     lines = [
         f"KIND = {string_literal(spec.kind)}",
+        f"HEAVY = {body_lines > HEAVY_LINES}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",
         f"ASSERTS = {{{asserts}}}",
