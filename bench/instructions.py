@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -160,14 +161,27 @@ def _measure_one(name: str) -> int | None:
     return count
 
 
-def measure_all(graphs: list[str], compilers: list[str], jobs: int = 1) -> dict[str, int | None]:
+def measure_all(
+    graphs: list[str], compilers: list[str], jobs: int = 1, partial: Path | None = None
+) -> dict[str, int | None]:
     """Counts by `graph/compiler`, `jobs` processes at a time; None (reported) for a failure.
 
     Ir counts do not depend on machine load, so running several at once changes no result.
+    Each finished count is also merged into `partial` (a JSON file) as soon as it is known.
     """
     names = [f"{graph}/{compiler}" for graph in graphs for compiler in compilers]
+    lock = threading.Lock()
+
+    def one(name: str) -> int | None:
+        count = _measure_one(name)
+        if partial is not None:
+            with lock:
+                old = json.loads(partial.read_text()) if partial.exists() else {}
+                save(partial, {**old, name: count})
+        return count
+
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return dict(zip(names, pool.map(_measure_one, names), strict=True))
+        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def save(path: Path, counts: dict[str, int | None]) -> None:
