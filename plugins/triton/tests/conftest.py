@@ -4,4 +4,4 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-pytest_plugins = ["polyduct.conformance.plugin"]
+# The conformance plugin (--polyduct-backend) loads through the pytest11 entry point of polyduct.
