@@ -2,8 +2,9 @@
 
 Probes of one dtype that share an iteration space become the stages of ONE `KernelSpec`; the specs
 of a batch go through one Wrapper IR program (kernel definitions + calls), so a compiled backend
-builds one module per batch. When a batch raises, it is split in halves until the failing probe is
-alone, so a broken op costs a few extra compiles, not one per op.
+builds one module per batch. When a batch raises, its ops (all variants of an op together) are
+split in halves within a budget of extra modules per dtype; past it, each op of a failing half runs
+as its own module. Either way every failing op x dtype is named.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from polyduct.wrapper_ir import (
 
 Status = Literal["passed", "failed", "skipped"]
 MAX_STAGES = 96
+# Extra modules a failing dtype batch may spend on halving before each op runs alone (#3).
+SPLIT_BUDGET = 12
 
 
 @dataclass
@@ -248,35 +251,75 @@ def _failure(session: Session, probe: Probe, message: str) -> ProbeResult:
     return ProbeResult(probe, "failed", message, source_of(session, probe))
 
 
-def run_probes(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
-    """Run batchable probes together, bisecting on an exception; the others one by one."""
+def run_probes(
+    session: Session, probes: Sequence[Probe], tag: str, budget: int = SPLIT_BUDGET
+) -> list[ProbeResult]:
+    """Run batchable probes together, isolating failures within `budget` extra modules."""
     batch = [p for p in probes if p.batchable and p.expect_error is None]
     single = [p for p in probes if not (p.batchable and p.expect_error is None)]
-    results = _bisect(session, batch, tag) if batch else []
+    results = _isolate(session, _units(batch), tag, [budget]) if batch else []
     for probe in single:
         results.append(_run_single(session, probe, tag))
     return results
 
 
-def _bisect(session: Session, probes: Sequence[Probe], tag: str) -> list[ProbeResult]:
+def _units(probes: Sequence[Probe]) -> list[list[Probe]]:
+    """Probes grouped by op (every variant of one op is one unit), ordered by category."""
+    by_op: dict[tuple[str, str], list[Probe]] = {}
+    for probe in probes:
+        by_op.setdefault((probe.category, probe.op), []).append(probe)
+    return [by_op[key] for key in sorted(by_op)]
+
+
+def _isolate(
+    session: Session, units: list[list[Probe]], tag: str, budget: list[int]
+) -> list[ProbeResult]:
+    """Run `units` as one batch; on an exception split them, spending `budget[0]` modules.
+
+    Splitting halves the op units (ordered by category, so the first splits separate
+    categories). Once the budget is spent, a failing group runs one module per op: a failing op
+    costs one module, however many ops fail. An op that fails alone fails all its probes.
+    """
+    probes = [p for unit in units for p in unit]
     try:
         outs = execute(session, probes, tag)
     except Exception as exc:  # noqa: BLE001 -- any error of a backend under test is a result
-        if len(probes) == 1:
-            return [_failure(session, probes[0], _format_exc(exc))]
+        if len(units) == 1:
+            return _unit_failed(session, units[0], exc, tag, budget)
         refused, rest = _codegen_failures(session, probes)
         if refused:  # codegen is cheap: drop probes it refuses before compiling again
-            return refused + (_bisect(session, rest, tag) if rest else [])
-        half = len(probes) // 2
-        return _bisect(session, probes[:half], tag) + _bisect(session, probes[half:], tag)
-    results = []
-    for probe, got in zip(probes, outs, strict=True):
-        problems = _verdict(probe, got)
-        if problems:
-            results.append(_failure(session, probe, "\n".join(problems)))
-        else:
-            results.append(ProbeResult(probe, "passed"))
-    return results
+            return refused + (_isolate(session, _units(rest), tag, budget) if rest else [])
+        if budget[0] < 2:
+            return [r for unit in units for r in _isolate(session, [unit], tag, budget)]
+        budget[0] -= 2
+        half = len(units) // 2
+        return _isolate(session, units[:half], tag, budget) + _isolate(
+            session, units[half:], tag, budget
+        )
+    return [_judged(session, probe, got) for probe, got in zip(probes, outs, strict=True)]
+
+
+def _unit_failed(
+    session: Session, unit: list[Probe], exc: BaseException, tag: str, budget: list[int]
+) -> list[ProbeResult]:
+    """One op's probes raised together: split its variants while budget lasts, else fail all."""
+    if len(unit) > 1 and budget[0] >= 2:
+        budget[0] -= 2
+        half = len(unit) // 2
+        return _isolate(session, [unit[:half]], tag, budget) + _isolate(
+            session, [unit[half:]], tag, budget
+        )
+    message = _format_exc(exc)
+    if len(unit) > 1:
+        message = f"(raised by this op's {len(unit)} probes run as one module)\n{message}"
+    return [_failure(session, probe, message) for probe in unit]
+
+
+def _judged(session: Session, probe: Probe, got: dict[str, torch.Tensor]) -> ProbeResult:
+    problems = _verdict(probe, got)
+    if problems:
+        return _failure(session, probe, "\n".join(problems))
+    return ProbeResult(probe, "passed")
 
 
 def _codegen_failures(
