@@ -27,7 +27,13 @@ def _runtime(args: argparse.Namespace) -> int:
     _, load_errors = installed_kernel_backends(device)
     print(f"variants: {[v.name for v in chosen]}", flush=True)
 
+    done: list[Result] = []
+    RESULTS.mkdir(exist_ok=True)
+    partial = RESULTS / "runtime.partial.json"
+
     def report(r: Result) -> None:
+        done.append(r)
+        partial.write_text(json.dumps(to_json(done, {"partial": True}), indent=2) + "\n")
         time_ms = "-" if r.median_s is None else f"{r.median_s * 1e3:.3f} ms"
         ratio = "" if r.vs_eager is None else f" x{r.vs_eager:.2f} vs eager"
         ind = "" if r.vs_inductor is None else f" x{r.vs_inductor:.2f} vs inductor"
@@ -47,7 +53,6 @@ def _runtime(args: argparse.Namespace) -> int:
         "copy_bandwidth_Bps": opts.get("copy_bw"),
     }
     doc = to_json(results, meta)
-    RESULTS.mkdir(exist_ok=True)
     out = Path(args.out or RESULTS / "runtime.json")
     out.write_text(json.dumps(doc, indent=2) + "\n")
     png = Path(args.png or DOCS_IMG / f"bench-{device.split(':')[0]}.png")
