@@ -80,8 +80,13 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     xb, rb, warps = cfg
     grid = (triton.cdiv(xnumel, xb),)
     extra = (err,) if err is not None else ()
+    if INTERPRET:
+        _kernel[grid](*tensors, *sizes, xnumel, rnumel, *extra, XBLOCK=xb, RBLOCK=rb, IDX64=idx64)
+        return
+    # No FP contraction: a*b+c stays two roundings, as in the interpreter and torch eager; the
+    # double-double helpers (pow) rely on it. Explicit fma ops use tl.fma.
     _kernel[grid](*tensors, *sizes, xnumel, rnumel, *extra, XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
-                  num_warps=warps)
+                  num_warps=warps, enable_fp_fusion=False)
 
 
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):

@@ -295,6 +295,10 @@ class TritonPrimitiveOps(TritonEmitter):
         return self.reciprocal(self.sqrt(x0))
 
     def _fn(self, fn: str, x: V) -> V:
+        if not self.ctx.interpret and fn.startswith("tl."):
+            # Compiled: libdevice's correctly-ranged versions (tl.exp/tl.exp2 on float32 lower
+            # to ex2.approx, whose error grows with |x|); the interpreter has numpy's.
+            fn = "libdevice." + fn[3:]
         return self._v(f"{fn}({x})", x.dtype)
 
     def exp(self, x0: V) -> V:
