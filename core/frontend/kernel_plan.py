@@ -96,8 +96,9 @@ def _plan_group(
             if buf in external:
                 copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
     removed = {b for b in written if b not in external and b not in renames}
-    stages = _stages(group, renames, removed, copies)
-    buffers = _buffers(graph, group, renames, removed, copies, existing)
+    inplace = _inplace(graph, group, pos, readers, set(written) - removed - set(renames), existing)
+    stages = _stages(group, renames | inplace, removed, copies)
+    buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
     ranges = group.outer or (sympy.Integer(1),)
     spec = KernelSpec(
         name=name,
@@ -110,7 +111,48 @@ def _plan_group(
     )
     outputs = tuple(b.name for b in buffers if b.role == "out")
     reads = tuple(b.name for b in buffers if b.role in ("in", "inout"))
-    return KernelPlan(spec, outputs, reads)
+    reuses = tuple((out, dying) for dying, out in inplace.items())
+    return KernelPlan(spec, outputs, reads, reuses)
+
+
+def _inplace(
+    graph: IRGraph,
+    group: Group,
+    pos: int,
+    readers: dict[str, set[int]],
+    outputs: set[str],
+    existing: set[str],
+) -> dict[str, str]:
+    """Dying input -> output that takes over its storage (ARCHITECTURE.md §3, issue 4).
+
+    Only in pointwise kernels, for an input computed by an earlier kernel of this graph (never a
+    graph input or output, an extern result or a viewed buffer), read only here and only at the
+    very index the output is stored at, with the output's exact layout.
+    """
+    if any(m.kind != "outer" for m in group.members):
+        return {}
+    loads = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.loads]
+    stores = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.stores]
+    pairs: dict[str, str] = {}
+    for out in sorted(outputs):
+        at = {i for n, i in stores if n == out}
+        if out in existing or len(at) != 1 or graph.buffers[out].kind != "computed":
+            continue
+        for dying in dict.fromkeys(n for n, _ in loads):
+            info = graph.buffers.get(dying)
+            ok = (
+                info is not None
+                and info.kind == "computed"
+                and dying not in outputs
+                and dying not in pairs
+                and readers.get(dying) == {pos}
+                and info.layout == graph.buffers[out].layout
+                and {i for n, i in loads if n == dying} == at
+            )
+            if ok:
+                pairs[dying] = out
+                break
+    return pairs
 
 
 def _device(graph: IRGraph, buffers: Sequence[KernelBuffer]) -> str:
@@ -127,11 +169,13 @@ def _buffers(
     removed: set[str],
     copies: list[tuple[str, Any]],
     existing: set[str],
+    inplace: dict[str, str],
 ) -> tuple[KernelBuffer, ...]:
     loads: list[str] = []
     stores: list[str] = []
     for m in group.members:
         for n, _ in m.access.loads:
+            n = inplace.get(n, n)
             if n not in renames and n not in removed and n not in loads:
                 loads.append(n)
         for n, _ in m.access.stores:

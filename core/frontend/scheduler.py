@@ -200,6 +200,7 @@ class KernelPlan:
     spec: KernelSpec
     outputs: tuple[str, ...]
     reads: tuple[str, ...]
+    reuses: tuple[tuple[str, str], ...] = ()  # (output, dying input whose storage it takes)
 
 
 def _stages(

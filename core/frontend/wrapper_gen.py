@@ -25,6 +25,7 @@ from polyduct.wrapper_ir import (
     Line,
     MultiOutput,
     ReinterpretView,
+    Reuse,
     SizeDef,
     WrapperProgram,
 )
@@ -113,6 +114,9 @@ def build_program(
         for out in item.outputs:
             lay = graph.buffers[out].layout
             body.append(Allocate(out, lay.size, lay.stride, lay.dtype, lay.device))
+        for out, dying in item.reuses:  # written in place of an input that dies here
+            lay = graph.buffers[out].layout
+            body.append(Reuse(out, dying, lay.size, lay.stride))
         args = tuple(b.name for b in item.spec.args)
         body.append(KernelCall(item.spec.name, args, tuple(item.spec.size_args)))
     outputs, out_lines = _outputs(graph)
@@ -161,6 +165,8 @@ def _line_names(line: Line) -> set[str]:
         return {line.base, line.name}
     if isinstance(line, MultiOutput):
         return {line.source, line.name}
+    if isinstance(line, Reuse):
+        return {line.name}  # `old` is dropped by the Reuse itself, never freed
     if isinstance(line, (Allocate, InputAssert)):
         return {line.name}
     return set()
@@ -175,6 +181,8 @@ def _with_frees(body: list[Line], keep: set[str]) -> list[Line]:
             last[name] = i
         if isinstance(line, ReinterpretView):
             views[line.name] = line.base
+        if isinstance(line, Reuse):
+            keep = keep | {line.old}
     for view, base in views.items():
         if view in keep:
             keep = keep | {base}

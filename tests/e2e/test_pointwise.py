@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from polyduct.wrapper_ir import Allocate
+from polyduct.wrapper_ir import Allocate, Reuse
 
 from .helpers import check, compile_fn, kernels_of
 
@@ -95,3 +95,24 @@ def test_thousand_adds_compile(backends: tuple[str, str]) -> None:
     assert kernels_of(graphs) == 1
     allocs = [ln for g in graphs for ln in g.program.lines if isinstance(ln, Allocate)]
     assert len(allocs) == 1  # the intermediates of the chain stay inside the kernel
+
+
+def test_inplace_reuse_of_dying_buffer(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return (x.cumsum(0) * 2 + 1).sin()
+
+    graphs = check(fn, backends, torch.randn(5, 3))
+    lines = graphs[0].program.lines
+    assert kernels_of(graphs) == 2
+    assert sum(isinstance(ln, Allocate) for ln in lines) == 1
+    assert [ln.old for ln in lines if isinstance(ln, Reuse)] == ["buf0"]
+    assert sorted(graphs[0].specs[1].arg_names().values()) == ["in_out_ptr0"]
+
+
+def test_no_inplace_when_input_lives_on(backends: tuple[str, str]) -> None:
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x.cumsum(0)
+        return y * 2, y.flip(0) + y  # y is an output; flip reads another element
+
+    graphs = check(fn, backends, torch.randn(5, 3))
+    assert not [ln for g in graphs for ln in g.program.lines if isinstance(ln, Reuse)]
