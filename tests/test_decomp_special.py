@@ -34,6 +34,7 @@ class Case:
     atol32: float = 0.0
     edges: bool = True
     exp_inputs: bool = False  # sample log-uniformly: the inputs are exp(x) for x in `ranges`
+    n: int = 1500  # random samples (a third of it times 60 for two-argument ops)
 
 
 def _sample(lo: float, hi: float, n: int, seed: int, edges: bool) -> Tensor:
@@ -167,6 +168,18 @@ CASES: tuple[Case, ...] = (
         # float32 ATen rounds x - pi/4 in float32: its phase is off by ulp(x) for large x
         for rng, atol32 in (((-30.0, 30.0), 2e-6), ((0.001, 8.0), 2e-6), ((8.0, 1e4), 3e-5))
     ),
+    # ATen's incomplete gamma is accurate to about 2e-9 (asymptotic forms for a > 20);
+    # `test_incomplete_gamma_accuracy` checks 1e-12 against mpmath.
+    *(
+        Case(op, ref, rng, rtol64=5e-9, rtol32=2e-4, atol32=1e-37, edges=False, n=240)
+        for op, ref in (
+            ("igamma", torch.igamma),
+            ("igammac", torch.igammac),
+            ("gammainc", sp.gammainc),
+            ("gammaincc", sp.gammaincc),
+        )
+        for rng in (((0.001, 100.0), (0.001, 200.0)), ((0.001, 3.0), (0.001, 5.0)))
+    ),
     Case("zeta", torch.special.zeta, ((1.001, 40.0), (0.01, 60.0)), rtol32=2e-5, atol32=1e-36),
 )
 
@@ -174,7 +187,7 @@ CASES: tuple[Case, ...] = (
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.op}{c.ranges}" for c in CASES])
 def test_special_matches_torch(case: Case, dtype: torch.dtype) -> None:
-    args = _inputs(case, dtype)
+    args = _inputs(case, dtype, case.n)
     got = getattr(OPS, case.op)(*args)
     want = case.ref(*args)
     assert got.dtype == dtype
@@ -241,3 +254,49 @@ def test_bessel_jy_accuracy(fn: str) -> None:
         want = torch.tensor([float(exact(order, v)) for v in x.double().tolist()], dtype=dtype)
         got = getattr(OPS, f"bessel_{fn}")(x)
         assert_matches(got.double(), want.double(), rtol, atol, f"bessel_{fn} {dtype}")
+
+
+IGAMMA_POINTS = (  # (a, x): near the switch x = a + 1, tiny a, far tails
+    (100.0, 101.0),
+    (100.0, 100.999),
+    (60.0, 61.0),
+    (30.0, 29.0),
+    (3.0, 4.0),
+    (0.5, 1.4),
+    (1e-5, 0.5),
+    (1e-5, 1e-3),
+    (0.3, 1.0),
+    (2.0, 150.0),
+    (80.0, 20.0),
+    (1.0, 200.0),
+    (50.0, 0.1),
+)
+
+
+@pytest.mark.parametrize("op", ["igamma", "igammac"])
+def test_incomplete_gamma_accuracy(op: str) -> None:
+    """P and Q against mpmath at hard points of the domain a in (0, 100], x in [0, 200]."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 30
+    lower = op == "igamma"
+    want = [
+        float(mpmath.gammainc(a, 0, x, regularized=True))
+        if lower
+        else float(mpmath.gammainc(a, x, mpmath.inf, regularized=True))
+        for a, x in IGAMMA_POINTS
+    ]
+    a, x = (torch.tensor(v, dtype=torch.float64) for v in zip(*IGAMMA_POINTS, strict=True))
+    got = getattr(OPS, op)(a, x)
+    assert_matches(got, torch.tensor(want, dtype=torch.float64), 1e-12, 0.0, op)
+
+
+@pytest.mark.parametrize("op", ["igamma", "igammac", "gammainc", "gammaincc"])
+def test_incomplete_gamma_edges(op: str) -> None:
+    """Every pairing of the edge values (ATen's answer at tiny a = 1e-30 is itself off, so the
+    small values here are 1e-3 and 1e-300 for x only)."""
+    values = torch.tensor([v for v in EDGES if v != 1e-30] + [1e-3], dtype=torch.float64)
+    a = values[:, None].expand(-1, values.numel() + 1).reshape(-1)
+    x = torch.cat([values, torch.tensor([1e-300], dtype=torch.float64)])
+    x = x[None, :].expand(values.numel(), -1).reshape(-1)
+    ref = getattr(torch, op) if op.startswith("ig") else getattr(sp, op)
+    assert_matches(getattr(OPS, op)(a, x), ref(a, x), 5e-9, 0.0, op)

@@ -7,6 +7,7 @@ from polyduct.decomp.polynomials import POLY_MAX_DEGREE
 from polyduct.decomp.special import (
     BesselMixin,
     GammaMixin,
+    IncompleteGammaMixin,
     ModifiedBesselMixin,
     NormalMixin,
     PolynomialMixin,
@@ -17,6 +18,7 @@ __all__ = [
     "POLY_MAX_DEGREE",
     "BesselMixin",
     "GammaMixin",
+    "IncompleteGammaMixin",
     "ModifiedBesselMixin",
     "NormalMixin",
     "PolynomialMixin",

@@ -150,3 +150,6 @@ class EagerOps(SpecialFunctionsMixin, DefaultHandler[Tensor]):
 
     def logical_not(self, x0: Tensor) -> Tensor:
         return torch.logical_not(x0)
+
+    def expm1(self, x0: Tensor) -> Tensor:
+        return torch.expm1(x0)

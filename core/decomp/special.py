@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyduct.decomp import bessel, gamma, jy, normal
+from polyduct.decomp import bessel, gamma, incgamma, jy, normal
 from polyduct.decomp import polynomials as poly
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
@@ -148,7 +148,23 @@ class BesselMixin:
         return jy.y1(self, x)
 
 
+class IncompleteGammaMixin:
+    """igamma, igammac and their torch.special names gammainc, gammaincc."""
+
+    def igamma(self: Ops, x: Any, y: Any) -> Any:
+        return incgamma.igamma(self, x, y)
+
+    def igammac(self: Ops, x: Any, y: Any) -> Any:
+        return incgamma.igammac(self, x, y)
+
+    def gammainc(self: Ops, x: Any, y: Any) -> Any:
+        return self.igamma(x, y)
+
+    def gammaincc(self: Ops, x: Any, y: Any) -> Any:
+        return self.igammac(x, y)
+
+
 class SpecialFunctionsMixin(
-    GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin, BesselMixin
+    GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin, BesselMixin, IncompleteGammaMixin
 ):
     """Every special function of the op set, from basic ops (see the family mixins)."""
