@@ -248,10 +248,13 @@ def compile_exported(
     """Compile a `torch.export` program; the result takes the user inputs and returns outputs."""
     from torch.export.graph_signature import InputKind, OutputKind
 
-    from polyduct.frontend.decompositions import decomposition_table
+    from polyduct.frontend.dynamo import _decompositions
 
     opts = FrontendOptions.from_mapping(options)
-    ep = exported.run_decompositions(decomposition_table())
+    plugins = plugin_mod.load()
+    opts.validate(plugins)
+    # ops a scoped override keeps whole are not decomposed (as under torch.compile)
+    ep = exported.run_decompositions(_decompositions(opts, plugins))
     sig = ep.graph_signature
     lifted: list[Any] = []
     for spec in sig.input_specs:
@@ -267,6 +270,12 @@ def compile_exported(
         for i, spec in enumerate(sig.output_specs)
         if spec.kind == OutputKind.BUFFER_MUTATION
     ]
+    user_names = [s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+    inputs_mutated = [
+        (i, user_names.index(sig.user_inputs_to_mutate[spec.arg.name]))
+        for i, spec in enumerate(sig.output_specs)
+        if spec.kind == OutputKind.USER_INPUT_MUTATION
+    ]
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
 
     def run(*user_inputs: Any) -> Any:
@@ -275,6 +284,8 @@ def compile_exported(
         outs = compiled(*args)
         for i, target in mutated:
             ep.state_dict[target].copy_(outs[i])
+        for i, pos in inputs_mutated:  # x.add_(y) on a user input: write the result back
+            user_inputs[pos].copy_(outs[i])
         results = [outs[i] for i in user_out]
         return results[0] if len(results) == 1 else tuple(results)
 

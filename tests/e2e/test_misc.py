@@ -72,3 +72,22 @@ def test_unknown_backend_lists_installed() -> None:
         from polyduct.frontend.options import FrontendOptions
 
         FrontendOptions(kernels="no-such").validate(plugins.load())
+
+
+def test_torch_export_input_mutation_and_overrides(backends: tuple[str, str]) -> None:
+    from polyduct.overrides import OpOverride, Scope
+
+    class Mutates(torch.nn.Module):
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            x.add_(y)
+            return torch.softmax(x, 1) * 2
+
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    exported = torch.export.export(Mutates(), (x.clone(), y))
+    kernels, wrapper = backends
+    scope = Scope(ops=(OpOverride("aten._softmax", extern=True),))
+    run = compile_exported(exported, {"kernels": kernels, "wrapper": wrapper, "overrides": scope})
+    mine = x.clone()
+    assert_same(run(mine, y), torch.softmax(x + y, 1) * 2)
+    assert_same(mine, x + y)
+    assert "aten._softmax.default" in run.compiled.report.ops()
