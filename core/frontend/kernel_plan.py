@@ -131,6 +131,7 @@ def _inplace(
     """
     if any(m.kind != "outer" for m in group.members):
         return {}
+    written = {n for m in group.members for n in m.node.outputs}  # kernel-internal, never dying
     loads = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.loads]
     stores = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.stores]
     pairs: dict[str, str] = {}
@@ -143,7 +144,7 @@ def _inplace(
             ok = (
                 info is not None
                 and info.kind == "computed"
-                and dying not in outputs
+                and dying not in written
                 and dying not in pairs
                 and readers.get(dying) == {pos}
                 and info.layout == graph.buffers[out].layout
