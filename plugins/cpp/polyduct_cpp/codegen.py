@@ -128,13 +128,17 @@ def _split(
         return
     out.line(f"if ({work} >= {options.parallel_threshold} && {count} > 1) {{")
     with out.indent():
+        # Chunks are claimed from a shared counter: on a loaded machine a thread that is not
+        # running leaves its share to the others instead of holding up the whole kernel.
+        out.line("std::atomic<int64_t> pd_next{0};")
         out.line("#pragma omp parallel")
         out.line("{")
         with out.indent():
-            out.line("const int64_t pd_nt = omp_get_num_threads(), pd_t = omp_get_thread_num();")
-            out.line(f"const int64_t pd_chunk = ({count} + pd_nt - 1) / pd_nt;")
-            out.line(f"const int64_t pd_begin = std::min<int64_t>({count}, pd_t * pd_chunk);")
-            out.line(f"pd_run(pd_begin, std::min<int64_t>({count}, pd_begin + pd_chunk));")
+            out.line(f"const int64_t pd_chunk = pd_chunk_size({count}, {work});")
+            out.line(f"for (int64_t pd_b = pd_next.fetch_add(pd_chunk); pd_b < {count};")
+            out.line("     pd_b = pd_next.fetch_add(pd_chunk)) {")
+            out.line(f"    pd_run(pd_b, std::min<int64_t>({count}, pd_b + pd_chunk));")
+            out.line("}")
         out.line("}")
     out.line("} else {")
     out.line(f"    pd_run(0, {count});")

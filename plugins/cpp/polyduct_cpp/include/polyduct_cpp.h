@@ -2,6 +2,7 @@
 // reduction accumulators, Philox RNG and run-time error reporting. No ATen, no torch headers.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -73,6 +74,16 @@ __attribute__((simd("notinbranch"))) float powf(float, float);
 #endif
 
 #define PD_INLINE static inline __attribute__((always_inline))
+
+#ifdef _OPENMP
+// Items per chunk of a threaded loop over `count` items doing `work` elements of work in all:
+// about four chunks per thread, none under ~16K elements (the cost of claiming one is an atomic).
+PD_INLINE int64_t pd_chunk_size(int64_t count, int64_t work) {
+    const int64_t per_item = std::max<int64_t>(1, work / std::max<int64_t>(1, count));
+    const int64_t by_threads = (count + 4 * omp_get_num_threads() - 1) / (4 * omp_get_num_threads());
+    return std::max<int64_t>({int64_t(1), by_threads, 16384 / per_item});
+}
+#endif
 #define PD_MEMBER inline __attribute__((always_inline))
 #define PD_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
