@@ -9,6 +9,7 @@ exactly as torch does. Every binary op keeps its first operand's dtype, as the o
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import torch
 
@@ -141,7 +142,26 @@ def fma(x: Tensor, y: Tensor, z: Tensor) -> Tensor:
     if x.dtype in (torch.float32, torch.float16, torch.bfloat16):
         wide = x.double() * y.double() + z.double()
         return wide.to(x.dtype)
-    return _keep(x * y + z, x)
+    if x.dtype != torch.float64:
+        return _keep(x * y + z, x)
+    # float64 products are not exact in float64: round the exact rational x*y+z once.
+    xs, ys, zs = (torch.broadcast_tensors(x, y, z)[i].reshape(-1).tolist() for i in range(3))
+    out = [_fma64(a, b, c) for a, b, c in zip(xs, ys, zs, strict=True)]
+    return torch.tensor(out, dtype=x.dtype, device=x.device).reshape(
+        torch.broadcast_shapes(x.shape, y.shape, z.shape)
+    )
+
+
+def _fma64(a: float, b: float, c: float) -> float:
+    if not all(math.isfinite(v) for v in (a, b, c)):
+        return a * b + c  # inf/NaN results do not depend on the rounding
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        return a * b + c  # the sign of an exact zero follows IEEE's rule for x*y + z
+    try:
+        return float(exact)  # correctly rounded
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
 
 
 def pow(a: Tensor, b: Tensor) -> Tensor:
