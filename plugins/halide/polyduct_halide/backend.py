@@ -10,11 +10,11 @@ from typing import Any, ClassVar, Final
 
 import halide as hl
 import torch
+
+import polyduct_halide
 from polyduct.cache import default_cache, import_module_file
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
-
-import polyduct_halide
 from polyduct_halide.codegen import generate
 from polyduct_halide.launch import make_kernel
 from polyduct_halide.ops import HalideOps

@@ -8,10 +8,10 @@ variables; outputs are written by scatter updates over an RDom of the stage's it
 from __future__ import annotations
 
 import sympy
+
 from polyduct.codegen import IndentedBuffer, string_literal
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
-
 from polyduct_halide.ops import HalideOps
 from polyduct_halide.trace import KernelTrace, StageTrace
 from polyduct_halide.values import compute_type, dtype_name, storage_type

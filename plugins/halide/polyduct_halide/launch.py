@@ -9,8 +9,8 @@ from typing import Any
 
 import halide as hl
 import torch
-from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
 
+from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
 from polyduct_halide.trace import CHECK_MAGIC
 
 _VIEW = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import sympy
 import torch
-from polyduct.ops import ReductionType, StoreMode
 
+from polyduct.ops import ReductionType, StoreMode
 from polyduct_halide.hlreduce import REDUCTIONS
 from polyduct_halide.trace import CHECK_MAGIC, Check, Collective, KernelTrace, Reduction
 from polyduct_halide.values import Emitter, HVal, dtype_name, literal

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 
 import sympy
 import torch
+
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.kernel import KernelSpec
-
 from polyduct_halide.values import Emitter, HVal
 
 CHECK_MAGIC = 770417  # marks polyduct's bounds checks in Halide requirement failures

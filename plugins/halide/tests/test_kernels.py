@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import sympy
 import torch
+
 from polyduct.errors import InvalidOption, KernelIndexError
 from polyduct.indexing import size_symbol
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
-
 from polyduct_halide.backend import HalideBackend, HalideOptions
 
 F32 = torch.float32
