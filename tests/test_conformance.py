@@ -73,10 +73,7 @@ def test_reference_backend_passes_every_cell() -> None:
         Selection(),
     )
     failed = {(c.op, c.dtype) for c in report.cells.values() if c.status == "failed"}
-    # A frontend bug the graph category found: pointwise outputs get strides from concrete sizes
-    # (core/frontend/lowering.py `_dense`), so dynamic=True recompiles per shape. Strict: when it
-    # is fixed, this line must go.
-    assert failed == {("graph.dynamic_shapes", "float32")}
+    assert failed == set()
     assert report.static is not None and report.static.missing == []
     assert report.counts()["skipped"] == 0
     assert report.modules < 40, "cases are not batched"

@@ -21,7 +21,7 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.indexing import size_symbol
+from polyduct.indexing import contiguous_strides, size_symbol
 from polyduct.ir import ComputeNode, ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -342,6 +342,14 @@ def _mutates(node: torch.fx.Node) -> bool:
 
 def _dense(val: torch.Tensor) -> bool:
     """Non-overlapping and dense (a permutation of a contiguous layout)."""
+    if any(isinstance(v, torch.SymInt) for v in (*val.shape, *val.stride())):
+        # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
+        # and recompile it for every size); only row-major layouts are recognised here.
+        layout = meta_layout(val)
+        return all(
+            sympy.simplify(a - b) == 0
+            for a, b in zip(layout.stride, contiguous_strides(layout.size), strict=True)
+        )
     try:
         dims = sorted(range(val.dim()), key=lambda d: int(val.stride()[d]))
         expected = 1
