@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
 # The GPU job, run on a CUDA machine from the repository root: install the core and the Triton and
-# FX plugins into the machine's Python, run the Triton conformance suite on CUDA tensors, then
-# bench/gpu.py (correctness checks and the benchmark against eager and Inductor). Results in $OUT.
+# FX plugins into the machine's Python; run the Triton conformance suite on CUDA tensors (split into
+# parallel processes by category and dtype, as compiling is CPU-bound) and the frontend's e2e suite
+# with kernels=triton on CUDA; then bench/gpu.py (correctness checks and the benchmark against eager
+# and Inductor) on a quiet GPU. Results in $OUT.
 set -uo pipefail
 OUT=${OUT:-out/gpu}
-mkdir -p "$OUT"
+LIMIT=${POLYDUCT_GPU_CONFORMANCE_LIMIT:-300}
+mkdir -p "$OUT/conformance"
 export PYTHONUNBUFFERED=1 POLYDUCT_CACHE_DIR=/tmp/polyduct-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton -e plugins/fx 2>&1 | tail -3
-python3 -m polyduct conformance --backend triton --device cuda \
-    --json "$OUT/conformance_cuda.json" 2>&1 | tee "$OUT/conformance_cuda.txt" | tail -30
+
+slice() {  # name, then conformance arguments
+    local name=$1; shift
+    timeout "$LIMIT" python3 -m polyduct conformance --backend triton --device cuda \
+        --json "$OUT/conformance/$name.json" "$@" > "$OUT/conformance/$name.txt" 2>&1
+    echo "$name: exit $? $(tail -1 "$OUT/conformance/$name.txt")"
+}
+for dtype in float16 bfloat16 float32 float64; do
+    slice "math-$dtype" --category math --dtypes "$dtype" &
+done
+slice math-int --category math --dtypes int8,int16,int32,int64,uint8,bool &
+for category in comparison bitwise dtype memory indexing reduction scan random other graph; do
+    slice "$category" --category "$category" &
+done
+if [ -n "${POLYDUCT_GPU_E2E:-}" ]; then
+    (POLYDUCT_TEST_DEVICE=cuda POLYDUCT_TEST_KERNELS=triton timeout "$LIMIT" \
+        python3 -m pytest -q -p no:cacheprovider tests/e2e > "$OUT/e2e_cuda.txt" 2>&1
+     echo "e2e: exit $? $(tail -1 "$OUT/e2e_cuda.txt")") &
+fi
+wait
+grep -h "^FAILED" "$OUT"/conformance/*.txt | sort | tee "$OUT/conformance_failed.txt" | head -60
 python3 -m bench.gpu --out "$OUT" 2>&1 | tail -40
