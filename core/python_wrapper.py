@@ -73,22 +73,55 @@ _RESERVED = frozenset(
 ) | frozenset(dir(builtins))
 
 
-def assert_input(
-    name: str, value: object, size: Sequence[int], stride: Sequence[int], dtype: torch.dtype
-) -> None:
-    """Raise `InputMismatch` unless `value` is a tensor of this size, stride and dtype.
+class OutputMismatch(InputMismatch):
+    """An intermediate a kernel or extern op wrote differs from what the IR expects.
 
+    Raised by the debug asserts (`POLYDUCT_DEBUG_ASSERTS=1`); names the producer and the buffer.
+    """
+
+    def __init__(
+        self, producer: str, name: str, attr: str, expected: object, actual: object
+    ) -> None:
+        super().__init__(name, attr, expected, actual)
+        self.producer = producer
+        self.args = (
+            f"{producer} wrote buffer {name!r} with {attr} {actual}; the IR expects {expected}",
+        )
+
+
+def assert_input(
+    name: str,
+    value: object,
+    size: Sequence[int],
+    stride: Sequence[int],
+    dtype: torch.dtype,
+    producer: str = "",
+) -> None:
+    """Raise unless `value` is a tensor of this size, stride and dtype.
+
+    `InputMismatch` for a graph input; with `producer` (an intermediate that kernel or extern op
+    wrote) `OutputMismatch`, which also rejects a bool tensor holding bytes other than 0 and 1.
     Strides of dimensions of size 1 are not compared: any stride addresses the same element.
     """
+
+    def fail(attr: str, expected: object, actual: object) -> InputMismatch:
+        if producer:
+            return OutputMismatch(producer, name, attr, expected, actual)
+        return InputMismatch(name, attr, expected, actual)
+
     if not isinstance(value, torch.Tensor):
-        raise InputMismatch(name, "type", "torch.Tensor", type(value).__name__)
+        raise fail("type", "torch.Tensor", type(value).__name__)
     if tuple(value.shape) != tuple(size):
-        raise InputMismatch(name, "size", tuple(size), tuple(value.shape))
+        raise fail("size", tuple(size), tuple(value.shape))
     if value.dtype != dtype:
-        raise InputMismatch(name, "dtype", dtype, value.dtype)
+        raise fail("dtype", dtype, value.dtype)
     got = value.stride()
     if any(n != 1 and a != b for n, a, b in zip(size, got, stride, strict=True)):
-        raise InputMismatch(name, "stride", tuple(stride), tuple(got))
+        raise fail("stride", tuple(stride), tuple(got))
+    if producer and dtype == torch.bool and value.numel():
+        top = int(value.view(torch.uint8).max())
+        if top > 1:
+            raise fail("bool byte value", "0 or 1", top)
 
 
 def check_arity(inputs: Sequence[object], expected: int) -> None:
@@ -209,8 +242,10 @@ class _Renderer:
             case GraphInputs(names=names):
                 targets = ", ".join(self.names(n, "arg") for n in names)
                 return [f"check_arity(inputs, {len(names)})", f"[{targets}] = inputs"]
-            case InputAssert(name=name, size=size, stride=stride, dtype=dtype):
+            case InputAssert(name=name, size=size, stride=stride, dtype=dtype, producer=producer):
                 args = f"{self.shape(size)}, {self.shape(stride)}, {self.dtype(dtype)}"
+                if producer:
+                    args += f", {string_literal(producer)}"
                 return [f"assert_input({string_literal(name)}, {self.names(name)}, {args})"]
             case SizeDef():
                 return [self.size_def(line)]

@@ -40,12 +40,18 @@ class GraphInputs:
 
 @dataclass(frozen=True, slots=True)
 class InputAssert:
-    """Check a tensor input's size, stride and dtype before running; a mismatch raises."""
+    """Check tensor `name`'s size, stride and dtype; a mismatch raises.
+
+    Without `producer` the tensor is a graph input, checked before running. With it, the tensor is
+    an intermediate that kernel or extern op `producer` has just written (the debug asserts of
+    `POLYDUCT_DEBUG_ASSERTS=1`), and the error names both.
+    """
 
     name: str
     size: Shape
     stride: Shape
     dtype: torch.dtype
+    producer: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,12 @@ from polyduct.errors import InputMismatch, InvalidOption
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
 from polyduct.memory_plan import plan_memory
 from polyduct.plugins import PluginOptions, load_fresh
-from polyduct.python_wrapper import PythonWrapper, PythonWrapperOptions
+from polyduct.python_wrapper import (
+    OutputMismatch,
+    PythonWrapper,
+    PythonWrapperOptions,
+    assert_input,
+)
 from polyduct.wrapper_ir import (
     Allocate,
     Comment,
@@ -129,6 +134,29 @@ def test_input_assert_names_input_expected_and_actual(wrapper: PythonWrapper) ->
         fn(torch.randn(5, 4), torch.randn(4, 3, dtype=torch.float64))
     with pytest.raises(InputMismatch, match=r"input 'y': expected size \(4, 3\), got \(4, 2\)"):
         fn(torch.randn(5, 4), torch.randn(4, 2))
+
+
+def test_intermediate_assert_names_producer_and_buffer(wrapper: PythonWrapper) -> None:
+    """An `InputAssert` with a producer checks what that kernel wrote (debug asserts)."""
+    lines: tuple[Line, ...] = (
+        GraphInputs(("x",)),
+        ExternCall("aten.gt.Scalar", (Ref("x"), 0.0), (), result="mask"),
+        InputAssert("mask", (I(3),), (I(1),), torch.bool, "aten.gt.Scalar"),
+        ExternCall("aten.add.Tensor", (Ref("x"), 1), (), result="buf1"),
+        InputAssert("buf1", (I(3),), (I(1),), torch.float32, 'kernel"7'),
+        GraphOutputs(("mask", "buf1")),
+    )
+    fn = wrapper.build(WrapperProgram(lines), load_fresh(PluginOptions()).kernel_loader())
+    x = torch.tensor([-1.0, 0.0, 2.0])
+    check(fn(x), [x > 0, x + 1])
+    with pytest.raises(
+        OutputMismatch, match=r"kernel\"7 wrote buffer 'buf1' with dtype torch.float64"
+    ):
+        fn(x.double())
+    bad = torch.tensor([0, 2, 1], dtype=torch.uint8).view(torch.bool)
+    with pytest.raises(OutputMismatch, match="buffer 'm' with bool byte value 2"):
+        assert_input("m", bad, (3,), (1,), torch.bool, "kernel0")
+    assert_input("m", bad, (3,), (1,), torch.bool)  # inputs are not scanned for their values
 
 
 def hostile_program() -> WrapperProgram:

@@ -109,7 +109,7 @@ def build_program(
         if isinstance(item, ExternNode):
             body += _extern_lines(graph, item)
             if debug_asserts:
-                body += _debug_asserts(graph, item.outputs)
+                body += _debug_asserts(graph, item.outputs, item.op)
             continue
         for out in item.outputs:
             lay = graph.buffers[out].layout
@@ -119,6 +119,9 @@ def build_program(
             body.append(Reuse(out, dying, lay.size, lay.stride))
         args = tuple(b.name for b in item.spec.args)
         body.append(KernelCall(item.spec.name, args, tuple(item.spec.size_args)))
+        if debug_asserts:
+            written = [b.name for b in item.spec.buffers if b.role in ("out", "inout")]
+            body += _debug_asserts(graph, written, item.spec.name)
     outputs, out_lines = _outputs(graph)
     body += out_lines
     lines += _with_frees(body, set(outputs) | set(graph.inputs))
@@ -126,12 +129,13 @@ def build_program(
     return WrapperProgram(tuple(lines))
 
 
-def _debug_asserts(graph: IRGraph, names: Sequence[str]) -> list[Line]:
+def _debug_asserts(graph: IRGraph, names: Sequence[str], producer: str) -> list[Line]:
+    """Size, stride and dtype asserts on the buffers `producer` (a kernel or extern op) wrote."""
     lines: list[Line] = []
     for name in names:
         if name:
             lay = graph.buffers[name].layout
-            lines.append(InputAssert(name, lay.size, lay.stride, lay.dtype))
+            lines.append(InputAssert(name, lay.size, lay.stride, lay.dtype, producer))
     return lines
 
 

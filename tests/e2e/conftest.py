@@ -1,12 +1,22 @@
-"""e2e suite options: which kernel / wrapper backends to run (all installed by default)."""
+"""e2e suite options: kernel / wrapper backends to run, and the device inputs and modules live on.
+
+`--polyduct-e2e-kernels` / `POLYDUCT_TEST_KERNELS` (default `reference`), `--polyduct-e2e-wrapper`
+/ `POLYDUCT_TEST_WRAPPER` (default `python`), `--polyduct-e2e-device` / `POLYDUCT_TEST_DEVICE`
+(default `cpu`; `cuda` or `cuda:N` runs every test on CUDA tensors: tests take the `device`
+fixture and build their inputs and modules there, and the few that cannot run on CUDA skip with a
+reason through `skip_on_cuda`).
+"""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import torch
 
 from polyduct import plugins
+
+DEVICE_ENV = "POLYDUCT_TEST_DEVICE"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -14,6 +24,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--polyduct-e2e-kernels", action="append", default=[], help="kernel backend(s)")
     group.addoption(
         "--polyduct-e2e-wrapper", action="append", default=[], help="wrapper backend(s)"
+    )
+    group.addoption(
+        "--polyduct-e2e-device",
+        default=None,
+        help=f"device of every input and module: cpu (default) or cuda[:N]; env {DEVICE_ENV}",
     )
 
 
@@ -47,3 +62,24 @@ def backends(kernels: str, wrapper: str) -> tuple[str, str]:
         if name not in registry.names():
             pytest.skip(f"{name!r} is not installed")
     return kernels, wrapper
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    suite_device(config)  # a bad device name stops the run at once, not in every test
+
+
+def suite_device(config: pytest.Config) -> str:
+    """The device the suite runs on: option, then environment, then `cpu`."""
+    name = config.getoption("--polyduct-e2e-device") or os.environ.get(DEVICE_ENV) or "cpu"
+    kind = torch.device(name).type  # rejects a malformed name with torch's own message
+    if kind not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"--polyduct-e2e-device={name!r}: expected cpu or cuda[:N]")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--polyduct-e2e-device={name!r} but torch sees no CUDA device")
+    return name
+
+
+@pytest.fixture(scope="session")
+def device(pytestconfig: pytest.Config) -> str:
+    """Where a test builds its inputs and modules (`torch.device` string)."""
+    return suite_device(pytestconfig)

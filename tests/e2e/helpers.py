@@ -5,19 +5,26 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 from polyduct.frontend.compile import CompiledGraph
 
 
 def compile_fn(
-    fn: Callable[..., Any], backends: tuple[str, str], **kw: Any
+    fn: Callable[..., Any],
+    backends: tuple[str, str],
+    options: dict[str, Any] | None = None,
+    **kw: Any,
 ) -> tuple[Callable[..., Any], list[CompiledGraph]]:
-    """`fn` compiled with polyduct; the list collects each compiled graph (forward, backward)."""
+    """`fn` compiled with polyduct; the list collects each compiled graph (forward, backward).
+
+    `options` adds polyduct options (`debug_asserts`, ...) to the backends under test.
+    """
     torch._dynamo.reset()
     graphs: list[CompiledGraph] = []
     kernels, wrapper = backends
-    opts = {"kernels": kernels, "wrapper": wrapper, "observer": graphs.append}
+    opts = {"kernels": kernels, "wrapper": wrapper, "observer": graphs.append, **(options or {})}
     return torch.compile(fn, backend="polyduct", options=opts, **kw), graphs
 
 
@@ -58,3 +65,14 @@ def check(
 
 def kernels_of(graphs: list[CompiledGraph]) -> int:
     return sum(g.kernel_count for g in graphs)
+
+
+def on(device: str, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """`tensors` moved to `device` (inputs built on the CPU from a seeded generator)."""
+    return tuple(t.to(device) for t in tensors)
+
+
+def skip_on_cuda(device: str, reason: str) -> None:
+    """Skip the calling test when the suite runs on CUDA, saying why."""
+    if torch.device(device).type == "cuda":
+        pytest.skip(f"not run on CUDA: {reason}")
