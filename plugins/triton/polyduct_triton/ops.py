@@ -31,6 +31,15 @@ class TritonOps(
         """Compute dtype of `x` for `polyduct.decomp`: float16/bfloat16 compute in float32."""
         return torch.float32 if x.dtype in LOW_PRECISION else x.dtype
 
+    def digamma(self, x: TritonValue) -> TritonValue:
+        """float16/bfloat16 digamma in float64: near its negative zeros the reflection
+        psi(1 - x) - pi / tan(pi x) cancels about 13 bits, more than float32 can spare."""
+        if x.dtype not in LOW_PRECISION:
+            same: TritonValue = super().digamma(x)
+            return same
+        wide: TritonValue = super().digamma(self.to_dtype(x, torch.float64))
+        return self.to_dtype(wide, x.dtype)
+
 
 UNSUPPORTED: Final[dict[str, str]] = {
     name: "not implemented yet in the Triton backend"

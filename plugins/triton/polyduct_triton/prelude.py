@@ -224,6 +224,14 @@ def _fpow(x, y):
         r = tl.where((n & 1) != 0, r * base, r)
         base = base * base
         n = n >> 1
+    # Squaring is exact-ish only while every product stays a finite normal number: an overflowing
+    # or subnormal power (e.g. 29.75**-29 in float32) takes the exp/log path instead.
+    if x.dtype == tl.float32:
+        tiny = 1.1754943508222875e-38
+    else:
+        tiny = 2.2250738585072014e-308
+    lost = (r == float("inf")) | (r < tiny)
+    small = small & ((lost == 0) | (ax == 0) | (ax == float("inf")))
     r = tl.where(y < 0, 1 / r, r)
     mag = tl.where(small, r, general)
     mag = tl.where((ax == 1) & (tl.abs(y) == float("inf")), 1.0, mag)

@@ -49,3 +49,40 @@ def test_fmod_and_remainder_are_exact(tmp_path: Path) -> None:
     exact = [Fraction(x) - Fraction(y) * math.floor(Fraction(x) / Fraction(y))
              for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     assert rem[:-1].tolist() == [float(torch.tensor(float(e))) for e in exact[:-1]]
+
+
+def _unary(tmp: Path, op: str, a: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(a)
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("out", x[0], getattr(ops, op)(ops.load("a", x[0])))
+
+    bufs = [buf("a", a, "in"), buf("out", out, "out")]
+    run(tmp, spec(op, [a.numel()], [], [("outer", body)], bufs), a, out)
+    return out
+
+
+def test_pow_float32_small_integer_exponents_leaving_the_normal_range(tmp_path: Path) -> None:
+    # Repeated squaring would give 0 (29.75**29 overflows before the reciprocal) or lose bits
+    # in subnormal intermediates; these must come out as the correctly rounded float32 power.
+    a = torch.tensor([29.75, 2e-13, 5e12, 1e-3, 19.75, 3.0, 0.0, -0.0])
+    b = torch.tensor([-29.0, 3.0, -3.0, 13.0, -29.0, -2.0, -3.0, 3.0])
+    got = _binary(tmp_path, "pow", a, b)
+    want = torch.pow(a.double(), b.double()).float()
+    assert got.tolist() == want.tolist()
+
+
+def test_zeta_float32_sums_subnormal_terms(tmp_path: Path) -> None:
+    x = torch.tensor([29.0, 29.0])
+    q = torch.tensor([19.75, 20.75])
+    got = _binary(tmp_path, "zeta", x, q)
+    want = torch.special.zeta(x.double(), q.double())
+    assert torch.allclose(got.double(), want, rtol=1e-6, atol=0.0), (got, want)
+
+
+def test_digamma_float16_near_a_negative_zero_is_correctly_rounded(tmp_path: Path) -> None:
+    # psi(-16.734375) = -3.2747e-4 sits next to a zero of digamma: float32 keeps ~11 bits there.
+    a = torch.tensor([-16.734375, -0.5, 2.5, 1e-4, -2.6103515625], dtype=torch.float16)
+    got = _unary(tmp_path, "digamma", a)
+    want = torch.special.digamma(a.double()).half()
+    assert got.tolist() == want.tolist()
