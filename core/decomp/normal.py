@@ -129,9 +129,9 @@ def ndtri(ops: SpecialOps[V], p: V) -> V:
 
 
 def ndtr(ops: SpecialOps[V], x: V) -> V:
-    """Standard normal CDF as ATen computes it, (1 + erf(x / sqrt(2))) / 2 (so its lower tail
-    has absolute, not relative, accuracy, and is 0 below about -8.3 in float64)."""
-    return mulc(ops, addc(ops, ops.erf(mulc(ops, x, SQRT1_2)), 1.0), 0.5)
+    """Standard normal CDF as erfc(-x / sqrt(2)) / 2: relative accuracy in the lower tail too
+    (ATen's (1 + erf(x / sqrt(2))) / 2 cancels there; docs/conformance.md, oracle audit)."""
+    return mulc(ops, ops.erfc(mulc(ops, x, -SQRT1_2)), 0.5)
 
 
 def log_ndtr(ops: SpecialOps[V], x: V) -> V:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from polyduct.decomp import bessel, gamma, incgamma, jy, normal
+from polyduct.decomp import airy, bessel, gamma, incgamma, jy, normal
 from polyduct.decomp import polynomials as poly
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
@@ -133,7 +133,10 @@ class ModifiedBesselMixin:
 
 
 class BesselMixin:
-    """bessel_j0, bessel_j1, bessel_y0, bessel_y1."""
+    """bessel_j0, bessel_j1, bessel_y0, bessel_y1, airy_ai."""
+
+    def airy_ai(self: Ops, x: Any) -> Any:
+        return airy.airy_ai(self, x)
 
     def bessel_j0(self: Ops, x: Any) -> Any:
         return jy.j0(self, x)
