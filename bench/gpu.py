@@ -12,6 +12,7 @@ import argparse
 import json
 import time
 import traceback
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -79,13 +80,19 @@ WORKLOADS: dict[str, tuple[Fn, int]] = {  # name -> (fn, tensors of rows x cols 
 }
 
 
+def _fresh(fn: Fn) -> Fn:
+    """A copy of `fn` with its own code object, so each variant has its own dynamo cache and
+    no variant's guards or recompiles touch another's (no dynamo reset between variants)."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
 def _compiled(fn: Fn, variant: str) -> Fn:
-    torch._dynamo.reset()
     if variant == "eager":
         return fn
     if variant == "inductor":
-        return torch.compile(fn)
-    return torch.compile(fn, backend="polyduct", options={"kernels": "triton"})
+        return torch.compile(_fresh(fn))
+    return torch.compile(_fresh(fn), backend="polyduct", options={"kernels": "triton"})
 
 
 def bench(rows: int, cols: int, rounds: int) -> list[dict[str, Any]]:

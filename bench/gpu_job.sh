@@ -17,8 +17,10 @@ slice() {  # name, then conformance arguments
         --json "$OUT/conformance/$name.json" "$@" > "$OUT/conformance/$name.txt" 2>&1
     echo "$name: exit $? $(tail -1 "$OUT/conformance/$name.txt")"
 }
-for dtype in float16 bfloat16 float32 float64; do
-    slice "math-$dtype" --category math --dtypes "$dtype" &
+for dtype in float16 bfloat16 float32 float64; do  # math by dtype and initial: 16 slices
+    for initial in abc defgh ilm nprstz; do
+        slice "math-$dtype-$initial" --category math --dtypes "$dtype" --ops "^[$initial]" &
+    done
 done
 slice math-int --category math --dtypes int8,int16,int32,int64,uint8,bool &
 for category in comparison bitwise dtype memory indexing reduction scan random other graph; do
@@ -31,4 +33,5 @@ if [ -n "${POLYDUCT_GPU_E2E:-}" ]; then
 fi
 wait
 grep -h "^FAILED" "$OUT"/conformance/*.txt | sort | tee "$OUT/conformance_failed.txt" | head -60
+tar -C "$OUT" -czf "$OUT/conformance.tgz" conformance && rm -rf "$OUT/conformance"
 python3 -m bench.gpu --out "$OUT" 2>&1 | tail -40

@@ -34,6 +34,8 @@ _BEST = {}
 # candidates with a short do_bench, once per (device, pow2 xnumel, pow2 rnumel, idx64).
 TUNE_MIN_NUMEL = 1 << 20
 MAX_CONFIGS = 3
+# Reductions up to this many elements per row keep the whole row in registers on GPUs.
+PERSISTENT_MAX = 8192
 
 
 def _pow2(n):
@@ -69,6 +71,10 @@ def _configs(xnumel, rnumel):
     first = (max(1, min(xp, budget // rb)), rb, 8 if rb >= 512 else 4)
     if INTERPRET:
         return [first]
+    if not HEAVY and KIND == "reduction" and 1024 < rp <= PERSISTENT_MAX:
+        # Persistent: a row of up to PERSISTENT_MAX elements is read from memory once, however
+        # many stages (max, sum, normalise) use it; looping would read it once per stage.
+        return _dedup([(1, rp, 8), (1, rp, 16), (max(1, min(xp, 8192 // rp)), rp, 16)])
     if rb == rp and rb < 64:
         return _dedup([first, (max(1, min(xp, 1024 // rb)), rb, 4)])
     if rb == rp:
