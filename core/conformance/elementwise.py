@@ -42,9 +42,12 @@ def reference(
 
     torch's own half kernels are sometimes less accurate than float32-then-round (ndtr, erf on
     subnormals), and the op set promises float32 compute, so the oracle rounds a float32 result.
+    A case may name another `upcast` dtype, or None to keep the narrow dtype (nextafter).
     """
     device = ORACLE_DEVICE.get()
-    upcast = [a.float() if a.dtype in (torch.float16, torch.bfloat16) else a for a in args]
+    narrow = (torch.float16, torch.bfloat16)
+    wide = case.upcast
+    upcast = [a.to(wide) if wide is not None and a.dtype in narrow else a for a in args]
     result = case.ref(*(a.to(device) for a in upcast), *params)
     results = result if isinstance(result, tuple) else (result,)
     return tuple(r.cpu() for r in results)

@@ -40,7 +40,8 @@ def _kernel_names(spec: KernelSpec) -> KernelNames:
     for i, buf in enumerate(spec.buffers):
         buffers[buf.name] = f"local{i}" if buf.role == "local" else f"{args[buf.name]}_flat"
     locals_ = frozenset(b.name for b in spec.buffers if b.role == "local")
-    names = KernelNames(spec.name, buffers, locals_)
+    dtypes = {b.name: b.dtype for b in spec.buffers}
+    names = KernelNames(spec.name, buffers, locals_, dtypes=dtypes)
     for sym in spec.size_args:
         names.symbols[sym] = args[sym.name]
     return names

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import torch
 
+from polyduct.handlers.dtypes import DtypePropagation
 from polyduct.reference.render import arg_code
 
 V = str
 
 
 class ReferenceMathOps:
-    """Pointwise ops: `op(args)` emits `tmpN = rt.op(args)` and returns `tmpN`."""
+    """Pointwise ops: `op(args)` emits `tmpN = rt.op(args)` and returns `tmpN`.
+
+    The storage dtype of each value is tracked where known (`_dtype_of`, by DtypePropagation's
+    rules) for the few ops whose result depends on it (nextafter on float16 values).
+    """
+
+    _dtypes: DtypePropagation
+    _dtype_of: dict[V, torch.dtype]
 
     def _emit(self, expr: str, *, reuse: bool = True) -> str:
         raise NotImplementedError("ReferenceMathOps needs a subclass that places emitted lines")
@@ -25,7 +33,27 @@ class ReferenceMathOps:
         raise NotImplementedError("ReferenceMathOps needs a subclass that places emitted lines")
 
     def _op(self, name: str, *args: object) -> V:
-        return self._emit(f"rt.{name}({', '.join(arg_code(a) for a in args)})")
+        value = self._emit(f"rt.{name}({', '.join(arg_code(a) for a in args)})")
+        return self._typed(value, self._result_dtype(name, args))
+
+    def _typed(self, value: V, dtype: torch.dtype | None) -> V:
+        """Record the storage dtype of `value` (None: unknown) and return `value`."""
+        if dtype is not None:
+            self._dtype_of[value] = dtype
+        return value
+
+    def _result_dtype(self, name: str, args: tuple[object, ...]) -> torch.dtype | None:
+        """The storage dtype of op `name` on `args`; None when an operand's is unknown."""
+        rule = getattr(self._dtypes, name, None)
+        operands = []
+        for arg in args:
+            if isinstance(arg, str):
+                if arg not in self._dtype_of:
+                    return None
+                arg = self._dtype_of[arg]
+            operands.append(arg)
+        result = rule(*operands) if rule is not None else None
+        return result if isinstance(result, torch.dtype) else None
 
     def abs(self, x0: V) -> V:
         return self._op("abs", x0)
@@ -301,7 +329,8 @@ class ReferenceMathOps:
         return self._op("neg", x0)
 
     def nextafter(self, x0: V, x1: V) -> V:
-        return self._op("nextafter", x0, x1)
+        # float16/bfloat16 values step in their own dtype, not in their float32 compute type
+        return self._op("nextafter", x0, x1, self._dtype_of.get(x0))
 
     def or_(self, x0: V, x1: V) -> V:
         return self._op("or_", x0, x1)

@@ -19,6 +19,7 @@ import torch
 
 from polyduct.codegen import CSE, IndentedBuffer, string_literal
 from polyduct.errors import UnsupportedOp
+from polyduct.handlers.dtypes import DtypePropagation
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.ops import ReductionType, StoreMode, reduction_num_outputs
 from polyduct.reference.math_ops import ReferenceMathOps, V
@@ -47,6 +48,7 @@ class KernelNames:
     buffers: Mapping[str, str]  # buffer name -> flat view (or local) variable
     locals: frozenset[str]  # buffer names of role `local`
     symbols: dict[sympy.Symbol, str] = field(default_factory=dict)
+    dtypes: Mapping[str, torch.dtype] = field(default_factory=dict)  # buffer name -> dtype
 
 
 @final
@@ -61,6 +63,8 @@ class ReferenceOps(ReferenceMathOps):
         self._indirect: dict[sympy.Symbol, tuple[str, bool]] = {}
         self._checked: set[tuple[sympy.Symbol, str]] = set()
         self._combine_count = 0
+        self._dtypes = DtypePropagation(names.dtypes)
+        self._dtype_of: dict[V, torch.dtype] = {}
 
     # emission
     def _emit(self, expr: str, *, reuse: bool = True) -> str:
@@ -116,12 +120,14 @@ class ReferenceOps(ReferenceMathOps):
     # memory
     def load(self, name: str, index: sympy.Expr) -> V:
         var = self._buffer("load", name)
+        dtype = self.names.dtypes.get(name)
         if name in self.names.locals:
-            return var
+            return self._typed(var, dtype)
         self._check_indirect(index, name)
-        return self._emit(
+        value = self._emit(
             f"rm.load({var}, {self._render_index(index, 'load')}, {self._mask()})", reuse=False
         )
+        return self._typed(value, dtype)
 
     def store(self, name: str, index: sympy.Expr, value: V, mode: StoreMode = None) -> None:
         var = self._buffer("store", name)
@@ -168,10 +174,12 @@ class ReferenceOps(ReferenceMathOps):
         )
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
-        return self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        value = self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        return self._typed(value, dtype)
 
     def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
-        return self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        value = self._emit(f"rm.as_value({self._render_index(expr)}, {dtype_code(dtype)}, DEVICE)")
+        return self._typed(value, dtype)
 
     def indirect_indexing(
         self, x: V, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
@@ -243,7 +251,8 @@ class ReferenceOps(ReferenceMathOps):
 
     # other
     def constant(self, value: bool | float, dtype: torch.dtype) -> V:
-        return self._emit(f"rt.constant({literal(value)}, {dtype_code(dtype)}, DEVICE)")
+        value_name = self._emit(f"rt.constant({literal(value)}, {dtype_code(dtype)}, DEVICE)")
+        return self._typed(value_name, dtype)
 
     def device_assert_async(self, cond: V, msg: str) -> None:
         self.buffer.line(
@@ -256,8 +265,12 @@ class ReferenceOps(ReferenceMathOps):
         if result is None:
             return None
         if isinstance(result, tuple):
-            return tuple(self._emit(f"rt.masked({mask}, {r}, {arg_code(other)})") for r in result)
-        return self._emit(f"rt.masked({mask}, {result}, {arg_code(other)})")
+            return tuple(self._masked_value(mask, r, other) for r in result)
+        return self._masked_value(mask, result, other)
+
+    def _masked_value(self, mask: V, value: V, other: Any) -> V:
+        masked = self._emit(f"rt.masked({mask}, {value}, {arg_code(other)})")
+        return self._typed(masked, self._dtype_of.get(value))
 
     @contextmanager
     def _masked(self, mask: V) -> Iterator[None]:

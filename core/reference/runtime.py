@@ -9,9 +9,12 @@ exactly as torch does. Every binary op keeps its first operand's dtype, as the o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import torch
+
+from polyduct.reference import exact
 
 Tensor = torch.Tensor
 _LOW: frozenset[torch.dtype] = frozenset({torch.float16, torch.bfloat16})
@@ -35,15 +38,10 @@ def constant(value: bool | float, dtype: torch.dtype, device: torch.device) -> T
 abs = torch.abs
 acos = torch.acos
 acosh = torch.acosh
-airy_ai = torch.special.airy_ai
 asin = torch.asin
 asinh = torch.asinh
 atan = torch.atan
 atanh = torch.atanh
-bessel_j0 = torch.special.bessel_j0
-bessel_j1 = torch.special.bessel_j1
-bessel_y0 = torch.special.bessel_y0
-bessel_y1 = torch.special.bessel_y1
 ceil = torch.ceil
 cos = torch.cos
 cosh = torch.cosh
@@ -70,7 +68,6 @@ modified_bessel_i0 = torch.special.modified_bessel_i0
 modified_bessel_i1 = torch.special.modified_bessel_i1
 modified_bessel_k0 = torch.special.modified_bessel_k0
 modified_bessel_k1 = torch.special.modified_bessel_k1
-ndtr = torch.special.ndtr
 ndtri = torch.special.ndtri
 neg = torch.neg
 reciprocal = torch.reciprocal
@@ -82,7 +79,8 @@ sigmoid = torch.sigmoid
 sin = torch.sin
 sinh = torch.sinh
 spherical_bessel_j0 = torch.special.spherical_bessel_j0
-sqrt = torch.sqrt
+sqrt = exact.sqrt
+ndtr = exact.ndtr
 tan = torch.tan
 tanh = torch.tanh
 trunc = torch.trunc
@@ -127,14 +125,14 @@ def truncdiv(a: Tensor, b: Tensor) -> Tensor:
 
 
 def mod(a: Tensor, b: Tensor) -> Tensor:
-    return _keep(torch.fmod(a, b), a)
+    return _keep(exact.fmod(a, b), a)
 
 
 fmod = mod
 
 
 def remainder(a: Tensor, b: Tensor) -> Tensor:
-    return _keep(torch.remainder(a, b), a)
+    return _keep(exact.remainder(a, b), a)
 
 
 def fma(x: Tensor, y: Tensor, z: Tensor) -> Tensor:
@@ -180,8 +178,9 @@ def hypot(a: Tensor, b: Tensor) -> Tensor:
     return _keep(torch.hypot(a, b), a)
 
 
-def nextafter(a: Tensor, b: Tensor) -> Tensor:
-    return _keep(torch.nextafter(a, b.to(a.dtype)), a)
+def nextafter(a: Tensor, b: Tensor, dtype: torch.dtype | None = None) -> Tensor:
+    """Step in `dtype`, the storage dtype of a (float16 values step as float16)."""
+    return _keep(exact.nextafter(a, b, dtype), a)
 
 
 def ldexp(a: Tensor, n: Tensor) -> Tensor:
@@ -217,12 +216,32 @@ def square(x: Tensor) -> Tensor:
     return mul(x, x)
 
 
+def airy_ai(x: Tensor) -> Tensor:
+    return exact.decomposed("airy_ai", x)
+
+
+def bessel_j0(x: Tensor) -> Tensor:
+    return exact.decomposed("bessel_j0", x)
+
+
+def bessel_j1(x: Tensor) -> Tensor:
+    return exact.decomposed("bessel_j1", x)
+
+
+def bessel_y0(x: Tensor) -> Tensor:
+    return exact.decomposed("bessel_y0", x)
+
+
+def bessel_y1(x: Tensor) -> Tensor:
+    return exact.decomposed("bessel_y1", x)
+
+
 def gammainc(x: Tensor, y: Tensor) -> Tensor:
-    return _keep(torch.special.gammainc(x, y), x)
+    return exact.decomposed("igamma", x, y)
 
 
 def gammaincc(x: Tensor, y: Tensor) -> Tensor:
-    return _keep(torch.special.gammaincc(x, y), x)
+    return exact.decomposed("igammac", x, y)
 
 
 igamma = gammainc
@@ -243,52 +262,57 @@ def polygamma(n: Tensor, y: Tensor) -> Tensor:
     return result
 
 
+def _polynomial(fn: Callable[[Tensor, Tensor], Tensor], x: Tensor, n: Tensor) -> Tensor:
+    """ATen's polynomial, with its scalar answers at x = NaN (docs/conformance.md)."""
+    return _keep(exact.polynomial_at_nan(x, n, fn(x, n)), x)
+
+
 def chebyshev_polynomial_t(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.chebyshev_polynomial_t(x, n), x)
+    return _polynomial(torch.special.chebyshev_polynomial_t, x, n)
 
 
 def chebyshev_polynomial_u(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.chebyshev_polynomial_u(x, n), x)
+    return _polynomial(torch.special.chebyshev_polynomial_u, x, n)
 
 
 def chebyshev_polynomial_v(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.chebyshev_polynomial_v(x, n), x)
+    return _polynomial(torch.special.chebyshev_polynomial_v, x, n)
 
 
 def chebyshev_polynomial_w(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.chebyshev_polynomial_w(x, n), x)
+    return _polynomial(torch.special.chebyshev_polynomial_w, x, n)
 
 
 def shifted_chebyshev_polynomial_t(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.shifted_chebyshev_polynomial_t(x, n), x)
+    return _polynomial(torch.special.shifted_chebyshev_polynomial_t, x, n)
 
 
 def shifted_chebyshev_polynomial_u(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.shifted_chebyshev_polynomial_u(x, n), x)
+    return _polynomial(torch.special.shifted_chebyshev_polynomial_u, x, n)
 
 
 def shifted_chebyshev_polynomial_v(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.shifted_chebyshev_polynomial_v(x, n), x)
+    return _polynomial(torch.special.shifted_chebyshev_polynomial_v, x, n)
 
 
 def shifted_chebyshev_polynomial_w(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.shifted_chebyshev_polynomial_w(x, n), x)
+    return _polynomial(torch.special.shifted_chebyshev_polynomial_w, x, n)
 
 
 def hermite_polynomial_h(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.hermite_polynomial_h(x, n), x)
+    return _polynomial(torch.special.hermite_polynomial_h, x, n)
 
 
 def hermite_polynomial_he(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.hermite_polynomial_he(x, n), x)
+    return _polynomial(torch.special.hermite_polynomial_he, x, n)
 
 
 def laguerre_polynomial_l(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.laguerre_polynomial_l(x, n), x)
+    return _polynomial(torch.special.laguerre_polynomial_l, x, n)
 
 
 def legendre_polynomial_p(x: Tensor, n: Tensor) -> Tensor:
-    return _keep(torch.special.legendre_polynomial_p(x, n), x)
+    return _polynomial(torch.special.legendre_polynomial_p, x, n)
 
 
 # comparison
