@@ -137,8 +137,12 @@ class CppOps(SpecialFnOps):
         return self._v("ldexp", f"pd_ldexp({x0}, {self._k.coerce(n, x0.dtype)})", x0, n)
 
     def nextafter(self, x0: CVal, x1: CVal) -> CVal:
-        # float16/bfloat16 step in float32 and round on store, as torch does.
-        return self._std("nextafter", "nextafter", x0, x1)
+        # float16/bfloat16 values step in their own dtype (docs/conformance.md, oracle audit).
+        narrow = {torch.float16: "pd_half", torch.bfloat16: "pd_bf16"}.get(x0.dtype)
+        if narrow is None:
+            return self._std("nextafter", "nextafter", x0, x1)
+        expr = f"pd_nextafter16<{narrow}>({x0}, {self._k.coerce(x1, x0.dtype)})"
+        return self._v("nextafter", expr, x0, x1)
 
     def int_truediv(self, x0: CVal, x1: CVal) -> CVal:
         expr = f"static_cast<double>({x0}) / static_cast<double>({x1})"

@@ -110,22 +110,6 @@ PD_INLINE pd_bf16 pd_f32_to_bf16(float f) {
 PD_INLINE float pd_round_f16(float x) { return float(pd_half(x)); }
 PD_INLINE float pd_round_bf16(float x) { return pd_bf16_to_f32(pd_f32_to_bf16(x)); }
 
-// torch's CPU fmod (SLEEF) returns NaN when |a| times the rounded-down reciprocal of |b|
-// overflows (|b| below the smallest normal is first scaled by 2^25 / 2^54); mirror that test.
-template <class T> PD_INLINE bool pd_fmod_nan(T a, T b) {
-    T n = std::fabs(a), d = std::fabs(b);
-    if (!(d > 0) || std::isinf(n) || d != d) return false;  // std::fmod already gives NaN
-    if (d < std::numeric_limits<T>::min()) {
-        const T scale = sizeof(T) == 4 ? T(33554432.0) : T(18014398509481984.0);
-        n *= scale;
-        d *= scale;
-    }
-    T rd = T(1) / d;
-    if (std::isinf(rd)) rd = std::numeric_limits<T>::max();
-    else rd = std::nextafter(rd, T(0));
-    return std::isinf(n * rd);
-}
-
 // Integer semantics (docs/conventions.md): torch floor division and Python remainder.
 template <class T> PD_INLINE T pd_floordiv(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
@@ -136,11 +120,13 @@ template <class T> PD_INLINE T pd_floordiv(T a, T b) {
     }
 }
 
+// Floats: C fmod (exact) and Python's float % (a zero takes b's sign); torch's vectorised CPU
+// path gives NaN where a/b overflows, which is wrong (docs/conformance.md, oracle audit).
 template <class T> PD_INLINE T pd_remainder(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-        if (pd_fmod_nan(a, b)) return std::numeric_limits<T>::quiet_NaN();
         T r = std::fmod(a, b);
-        return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+        if (r == 0) return std::copysign(T(0), b);
+        return ((r < 0) != (b < 0)) ? T(r + b) : r;
     } else {
         T r = a % b;
         return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
@@ -148,10 +134,7 @@ template <class T> PD_INLINE T pd_remainder(T a, T b) {
 }
 
 template <class T> PD_INLINE T pd_mod(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) {
-        if (pd_fmod_nan(a, b)) return std::numeric_limits<T>::quiet_NaN();
-        return std::fmod(a, b);
-    }
+    if constexpr (std::is_floating_point_v<T>) return std::fmod(a, b);
     else return T(a % b);
 }
 
@@ -210,6 +193,20 @@ template <class T> PD_INLINE T pd_sign(T x) {
 
 template <class T> PD_INLINE T pd_nextafter(T x, T y) { return std::nextafter(x, y); }
 
+// nextafter of float16 (H = pd_half) or bfloat16 (H = pd_bf16) values held in float: the
+// neighbour in H itself, by stepping its 16-bit pattern (a float step would round back to x).
+template <class H> PD_INLINE float pd_nextafter16(float x, float y) {
+    if (x != x || y != y) return x + y;
+    if (x == y) return y;
+    uint16_t h;
+    if constexpr (std::is_same_v<H, pd_half>) h = pd_bitcast<uint16_t>(pd_half(x));
+    else h = pd_f32_to_bf16(x);
+    if (x == 0) h = uint16_t(y > 0 ? 0x0001u : 0x8001u);  // the smallest subnormal toward y
+    else h = uint16_t(((y > x) == (x > 0)) ? h + 1 : h - 1);
+    if constexpr (std::is_same_v<H, pd_half>) return float(pd_bitcast<pd_half>(h));
+    else return pd_bf16_to_f32(h);
+}
+
 // torch's float32 cosh/sinh (SLEEF) saturate to infinity above |x| = 89.
 template <class T> PD_INLINE T pd_cosh(T x) {
     if constexpr (std::is_same_v<T, float>) {
@@ -226,8 +223,9 @@ template <class T> PD_INLINE T pd_sinh(T x) {
 }
 
 // torch's normal CDF: 0.5 * (1 + erf(x / sqrt 2)) in the value's type.
+// erfc(-x/sqrt 2)/2: no cancellation in the lower tail, unlike torch's (1 + erf(x/sqrt 2))/2.
 template <class T> PD_INLINE T pd_ndtr(T x) {
-    return T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return T(0.5) * std::erfc(x * T(-0.70710678118654752440));
 }
 
 // signbit through the bits (std::signbit on float trips a GCC 12 vectoriser ICE).
