@@ -182,7 +182,7 @@ class MathDecompositions(TritonPrimitiveOps):
         return V(f"{pair}[0]", x0.dtype), V(f"{pair}[1]", torch.int32)
 
     def nextafter(self, x0: V, x1: V) -> V:
-        # float16/bfloat16 step in their float32 compute type, as the reference does.
-        src = torch.float32 if x0.dtype in LOW_PRECISION else x0.dtype
-        expr = f"_nextafter({x0}, {x1}, {TL_DTYPE[BITS[src]]})"
-        return self._v(expr, x0.dtype)
+        if x0.dtype in LOW_PRECISION:
+            bf16 = x0.dtype == torch.bfloat16
+            return self._v(f"_nextafter_narrow({x0}, {x1}, {bf16})", x0.dtype)
+        return self._v(f"_nextafter({x0}, {x1}, {TL_DTYPE[BITS[x0.dtype]]})", x0.dtype)

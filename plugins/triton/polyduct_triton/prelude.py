@@ -271,6 +271,26 @@ def _nextafter(x, y, bits: tl.constexpr):
 
 
 @triton.jit
+def _nextafter_narrow(x, y, BF16: tl.constexpr):
+    # float16/bfloat16 held in float32 step to their neighbour in their own format, as torch does.
+    if BF16:
+        xb = _bf16_bits(x)
+    else:
+        xb = x.to(tl.float16).to(tl.int16, bitcast=True)
+    away = (y > x) == (x > 0)
+    nb = tl.where(away, xb + 1, xb - 1).to(tl.int16)
+    if BF16:
+        out = _bf16_value(nb)
+        tiny = tl.zeros_like(x) + 9.183549615799121e-41
+    else:
+        out = nb.to(tl.float16, bitcast=True).to(tl.float32)
+        tiny = tl.zeros_like(x) + 5.960464477539063e-08
+    out = tl.where(x == 0, tl.where(y > 0, tiny, -tiny), out)
+    out = tl.where(x == y, y, out)
+    return tl.where((x != x) | (y != y), x + y, out)
+
+
+@triton.jit
 def _erfcx_cf(x, terms: tl.constexpr):
     f = x
     for k in range(terms, 0, -1):

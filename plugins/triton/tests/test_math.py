@@ -86,3 +86,12 @@ def test_digamma_float16_near_a_negative_zero_is_correctly_rounded(tmp_path: Pat
     got = _unary(tmp_path, "digamma", a)
     want = torch.special.digamma(a.double()).half()
     assert got.tolist() == want.tolist()
+
+
+def test_nextafter_float16_and_bfloat16_step_in_their_own_format(tmp_path: Path) -> None:
+    a = [0.0, -0.0, 1.0, 1.0, -1.0, float("inf"), 65504.0, float("nan"), 6e-8, -3.0]
+    b = [1.0, -1.0, 2.0, 0.0, -2.0, 0.0, float("inf"), 1.0, 0.0, -3.0]
+    for dtype in (torch.float16, torch.bfloat16):
+        x, y = torch.tensor(a, dtype=dtype), torch.tensor(b, dtype=dtype)
+        got = _binary(tmp_path, "nextafter", x, y)
+        assert torch.equal(got.view(torch.int16), torch.nextafter(x, y).view(torch.int16)), dtype
