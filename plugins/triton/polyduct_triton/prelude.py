@@ -228,11 +228,13 @@ def _fpow(x, y):
     # or subnormal power (e.g. 29.75**-29 in float32) takes the exp/log path instead.
     if x.dtype == tl.float32:
         tiny = 1.1754943508222875e-38
+        inv = tl.math.div_rn(tl.zeros_like(r) + 1.0, r)  # compiled float32 `/` is div.full
     else:
         tiny = 2.2250738585072014e-308
+        inv = 1.0 / r
     lost = (r == float("inf")) | (r < tiny)
     small = small & ((lost == 0) | (ax == 0) | (ax == float("inf")))
-    r = tl.where(y < 0, 1 / r, r)
+    r = tl.where(y < 0, inv, r)
     mag = tl.where(small, r, general)
     mag = tl.where((ax == 1) & (tl.abs(y) == float("inf")), 1.0, mag)
     out = tl.where((x < 0) & odd, -mag, mag)
