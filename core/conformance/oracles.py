@@ -58,10 +58,11 @@ def _high_precision(
     `positive`), ATen's `aten(*args)` elsewhere."""
     wide = [a.to(torch.float64).cpu() for a in torch.broadcast_tensors(*args)]
     out = aten(*args).to(torch.float64).cpu().reshape(-1).clone()
+    flat = [a.reshape(-1) for a in wide]
     use = torch.ones_like(out, dtype=torch.bool)
-    for a in wide:
-        use &= a.reshape(-1).isfinite() & ((a.reshape(-1) > 0) if positive else True)
-    columns = [a.reshape(-1).tolist() for a in wide]
+    for a in flat:
+        use &= (a > 0) & a.isfinite() if positive else a.isfinite()
+    columns = [a.tolist() for a in flat]
     with mpmath.workdps(_DIGITS):
         for i in use.nonzero().reshape(-1).tolist():
             out[i] = float(exact_fn(*(mpmath.mpf(c[i]) for c in columns)))
