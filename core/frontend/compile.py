@@ -25,6 +25,7 @@ from polyduct.frontend import (
     lowerings_reduce,
     lowerings_scan,
     lowerings_scatter,
+    lowerings_scatter_reduce,
     lowerings_views,
 )
 from polyduct.frontend.kernel_plan import plan
@@ -53,6 +54,7 @@ def core_lowerings() -> dict[str, LoweringFn]:
         lowerings_index,
         lowerings_random,
         lowerings_scatter,
+        lowerings_scatter_reduce,
     )
     for module in modules:
         table.update(module.table())

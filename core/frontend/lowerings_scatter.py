@@ -1,4 +1,5 @@
-"""Scatter lowerings: scatter / scatter_add / scatter_reduce(sum) / index_put, and in-place copy_.
+"""Scatter lowerings: scatter / scatter_add / index_put, and in-place copy_ (scatter_reduce and
+index_reduce: `lowerings_scatter_reduce`).
 
 A scatter is two compute nodes: a pointwise copy of `self` into a fresh buffer, then a pointwise
 node over the index space that stores each source element at its indirect position (`store` mode
@@ -24,9 +25,11 @@ from polyduct.ops import StoreMode
 Coords = Callable[[Ops, Sequence[Expr]], list[Expr]]
 
 
-def _fresh_copy(ctx: LoweringContext, x: TensorValue) -> StorageView:
-    """A new contiguous buffer holding `x` (in the node's output dtype)."""
-    dtype = ctx.out_dtype()
+def _fresh_copy(
+    ctx: LoweringContext, x: TensorValue, dtype: torch.dtype | None = None
+) -> StorageView:
+    """A new contiguous buffer holding `x` (in `dtype`, by default the node's output dtype)."""
+    dtype = dtype or ctx.out_dtype()
     src = x
 
     def load(ops: Ops, idx: Sequence[Expr]) -> Any:
@@ -43,9 +46,23 @@ def _scatter(
     coords: Coords,
     src: Loader,
     mode: StoreMode,
+    dtype: torch.dtype | None = None,
 ) -> StorageView:
-    """Copy `x`, then store `src(idx)` at `coords(idx)` for every `idx` of `space`."""
-    out = _fresh_copy(ctx, x)
+    """Copy `x` (as `dtype`), then store `src(idx)` at `coords(idx)` for every `idx` of `space`."""
+    out = _fresh_copy(ctx, x, dtype)
+    _scatter_into(ctx, out, space, coords, src, mode)
+    return out
+
+
+def _scatter_into(
+    ctx: LoweringContext,
+    out: StorageView,
+    space: Sequence[Expr],
+    coords: Coords,
+    src: Loader,
+    mode: StoreMode,
+) -> None:
+    """Store `src(idx)` into `out` at `coords(idx)` for every `idx` of `space` (one node)."""
     name, layout = out.buffer, out.layout
 
     def body(ops: Ops, xs: Sequence[Expr], r: Sequence[Expr]) -> None:
@@ -55,7 +72,6 @@ def _scatter(
     graph.nodes.append(
         ComputeNode(graph.new_name("node"), "pointwise", tuple(space), (), body, (name,))
     )
-    return out
 
 
 def _check(x: Any, index: Any, src: Any, accumulate: bool) -> None:
@@ -106,22 +122,6 @@ def scatter_add(
     ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue, src: TensorValue
 ) -> StorageView:
     """out = x; out[..index[i].., ...] += src[i] (duplicates accumulate)."""
-    return _dim_scatter(ctx, x, dim, index, src, "atomic_add")
-
-
-def scatter_reduce(
-    ctx: LoweringContext,
-    x: TensorValue,
-    dim: int,
-    index: TensorValue,
-    src: TensorValue,
-    reduce: str,
-    *,
-    include_self: bool = True,
-) -> StorageView:
-    """scatter_reduce with reduce='sum' and include_self (other reductions run as extern calls)."""
-    if reduce != "sum" or not include_self:
-        raise Fallback(f"scatter_reduce reduce={reduce!r} include_self={include_self}")
     return _dim_scatter(ctx, x, dim, index, src, "atomic_add")
 
 
@@ -197,7 +197,6 @@ def table() -> dict[str, LoweringFn]:
         "aten.scatter.src": scatter,
         "aten.scatter.value": scatter,
         "aten.scatter_add.default": scatter_add,
-        "aten.scatter_reduce.two": scatter_reduce,
         "aten.index_put.default": index_put,
         "aten.copy_.default": copy_inplace,
     }
