@@ -96,7 +96,8 @@ def _plan_group(
             if buf in external:
                 copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
     removed = {b for b in written if b not in external and b not in renames}
-    inplace = _inplace(graph, group, pos, readers, set(written) - removed - set(renames), existing)
+    candidates = (set(written) - removed - set(renames)) | {buf for buf, _ in copies}
+    inplace = _inplace(graph, group, pos, readers, candidates, existing, copies)
     stages = _stages(group, renames | inplace, removed, copies)
     buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
     ranges = group.outer or (sympy.Integer(1),)
@@ -122,24 +123,33 @@ def _inplace(
     readers: dict[str, set[int]],
     outputs: set[str],
     existing: set[str],
+    copies: list[tuple[str, Any]],
 ) -> dict[str, str]:
     """Dying input -> output that takes over its storage (ARCHITECTURE.md §3, issue 4).
 
-    Only in pointwise kernels, for an input computed by an earlier kernel of this graph (never a
-    graph input or output, an extern result or a viewed buffer), read only here and only at the
-    very index the output is stored at, with the output's exact layout.
+    For an input computed by an earlier kernel of this graph (never a graph input or output, an
+    extern result or a viewed buffer), read only by this kernel, only at the very index the output
+    is stored at, with the output's exact layout, and never after the output's first store (a
+    later load would see the output's data). Pointwise and reduction kernels alike: a reduction's
+    epilogue (`inner` or `outer` stage) or its result (copied out after every stage) may take the
+    storage, since each outer point touches only its own elements and stages run in order.
+    Scan and sort kernels are left alone.
     """
-    if any(m.kind != "outer" for m in group.members):
+    if any(m.kind in ("scan", "sort") for m in group.members):
         return {}
     written = {n for m in group.members for n in m.node.outputs}  # kernel-internal, never dying
-    loads = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.loads]
-    stores = [(n, sympy.expand(i)) for m in group.members for n, i in m.access.stores]
+    stored, first_store = _access_at(group, "stores")
+    loaded, last_load = _access_at(group, "loads")
+    end = len(group.members)  # the copy stage runs after every member
+    for buf, (_, layout, coords) in copies:
+        stored.setdefault(buf, set()).add(sympy.expand(layout.index(coords)))
+        first_store.setdefault(buf, end)
     pairs: dict[str, str] = {}
     for out in sorted(outputs):
-        at = {i for n, i in stores if n == out}
+        at = stored.get(out, set())
         if out in existing or len(at) != 1 or graph.buffers[out].kind != "computed":
             continue
-        for dying in dict.fromkeys(n for n, _ in loads):
+        for dying in loaded:
             info = graph.buffers.get(dying)
             ok = (
                 info is not None
@@ -148,12 +158,26 @@ def _inplace(
                 and dying not in pairs
                 and readers.get(dying) == {pos}
                 and info.layout == graph.buffers[out].layout
-                and {i for n, i in loads if n == dying} == at
+                and loaded[dying] == at
+                and last_load[dying] <= first_store[out]
             )
             if ok:
                 pairs[dying] = out
                 break
     return pairs
+
+
+def _access_at(group: Group, kind: str) -> tuple[dict[str, set[Any]], dict[str, int]]:
+    """Per buffer: the indices `group` loads / stores it at, and the member that does so
+    (the last loading member for loads, the first storing one for stores), in load order."""
+    at: dict[str, set[Any]] = {}
+    where: dict[str, int] = {}
+    for i, m in enumerate(group.members):
+        for name, index in getattr(m.access, kind):
+            at.setdefault(name, set()).add(sympy.expand(index))
+            if kind == "loads" or name not in where:
+                where[name] = i
+    return at, where
 
 
 def _device(graph: IRGraph, buffers: Sequence[KernelBuffer]) -> str:
@@ -176,8 +200,10 @@ def _buffers(
     stores: list[str] = []
     for m in group.members:
         for n, _ in m.access.loads:
-            n = inplace.get(n, n)
-            if n not in renames and n not in removed and n not in loads:
+            if n in renames or n in removed:
+                continue
+            n = inplace.get(n, n)  # a dying input is read through the output taking its place
+            if n not in loads:
                 loads.append(n)
         for n, _ in m.access.stores:
             if n not in removed and n not in stores:
