@@ -1,18 +1,42 @@
-"""The oracle-audit decisions (docs/conformance.md): where torch eager is wrong, the oracle is right."""
+"""The oracle-audit decisions (docs/conformance.md): where torch eager is wrong, the oracle is
+right, and the reference backend's kernels agree with it."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import mpmath
 import pytest
+import sympy
 import torch
 
 from polyduct.conformance import oracles
 from polyduct.conformance.elementwise import reference
 from polyduct.conformance.table import CASES
+from polyduct.kernel import KernelBuffer, KernelSpec, Stage
+from polyduct.reference.backend import ReferenceBackend
 
 F64 = torch.float64
+Body = Callable[[Any, Sequence[sympy.Expr], Sequence[sympy.Expr]], None]
+
+
+@pytest.fixture(autouse=True)
+def _cache(isolated_cache: Path) -> Path:
+    return isolated_cache
+
+
+def buf(name: str, dtype: torch.dtype, role: str, numel: int) -> KernelBuffer:
+    return KernelBuffer(name, dtype, role, sympy.Integer(numel))  # type: ignore[arg-type]
+
+
+def run(n: int, body: Body, buffers: Sequence[KernelBuffer], args: Sequence[torch.Tensor]) -> None:
+    """One pointwise reference kernel over n elements."""
+    spec = KernelSpec("k_test", (sympy.Integer(n),), (), (Stage("outer", body),), tuple(buffers))
+    backend = ReferenceBackend()
+    backend.load([backend.codegen(spec)])["k_test"](*args)
 
 
 def _case(op: str) -> object:
@@ -74,3 +98,43 @@ def test_special_functions_use_high_precision_values(op: str, exact: object) -> 
         want = [float(exact(v)) for v in x[:2].tolist()]  # type: ignore[operator]
     assert got[:2].tolist() == want
     assert got[2:].isnan().all()  # ATen's answers at its edges
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_nextafter_of_half_values_steps_in_their_own_dtype(dtype: torch.dtype) -> None:
+    """Values loaded from a float16 buffer are held in float32, yet step to the float16 neighbour
+    (a float32 step would round back to x when stored)."""
+    a = torch.tensor([1.0, 0.0, -2.5, 1.0, float("nan"), 65504.0, 3.0], dtype=dtype)
+    b = torch.tensor([2.0, 1.0, 0.0, 1.0, 0.0, float("inf"), 3.0], dtype=dtype)
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        ops.store("out", x[0], ops.nextafter(ops.load("a", x[0]), ops.load("b", x[0])))
+
+    out = torch.empty(7, dtype=dtype)
+    buffers = (buf("a", dtype, "in", 7), buf("b", dtype, "in", 7), buf("out", dtype, "out", 7))
+    run(7, body, buffers, (a, b, out))
+    torch.testing.assert_close(out, torch.nextafter(a, b), equal_nan=True, rtol=0, atol=0)
+    assert out[0] > 1.0 and out[1] > 0.0
+
+
+def test_fmod_remainder_and_sqrt_are_exact_where_torch_is_not() -> None:
+    """fmod/remainder with an overflowing quotient or a subnormal divisor (torch's vectorised
+    kernel: NaN) and float64 sqrt(0.5) (torch: 1 ulp low), per the oracle audit."""
+    a = torch.tensor([1e308, -1e308, 3.0, 1.0, 0.5], dtype=torch.float64)
+    b = torch.tensor([1e-300, 3e-310, -2.0, 5e-324, 0.25], dtype=torch.float64)
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        va, vb = ops.load("a", x[0]), ops.load("b", x[0])
+        ops.store("f", x[0], ops.fmod(va, vb))
+        ops.store("m", x[0], ops.remainder(va, vb))
+        ops.store("s", x[0], ops.sqrt(va))
+
+    outs = [torch.empty(5, dtype=torch.float64) for _ in range(3)]
+    buffers = [buf("a", torch.float64, "in", 5), buf("b", torch.float64, "in", 5)]
+    buffers += [buf(n, torch.float64, "out", 5) for n in ("f", "m", "s")]
+    run(5, body, buffers, (a, b, *outs))
+    pairs = list(zip(a.tolist(), b.tolist(), strict=True))
+    assert outs[0].tolist() == [math.fmod(x, y) for x, y in pairs]
+    assert outs[1].tolist() == [x % y for x, y in pairs]
+    assert outs[2][4].item() == 0.7071067811865476  # sqrt(0.5) correctly rounded
+    assert outs[2][0].item() == math.sqrt(1e308) and outs[2][1].isnan()
