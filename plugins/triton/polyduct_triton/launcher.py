@@ -27,6 +27,20 @@ _SOURCE_ERRORS = tuple(
     ) if e is not None
 )
 _BEST = {}
+
+
+def _cuda_options():
+    # Triton links libdevice in its flush-to-zero flavour by default; torch keeps subnormals
+    # (sin, ceil, fmod... of a subnormal float32 or bfloat16 would otherwise see 0).
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return {}
+    known = CUDAOptions.__dataclass_fields__
+    return {"enable_reflect_ftz": False} if "enable_reflect_ftz" in known else {}
+
+
+CUDA_OPTIONS = {} if INTERPRET else _cuda_options()
 # HEAVY kernels (long bodies, e.g. many fused special functions) take small blocks: Triton's
 # generated code, and its compile time, grow with the elements each thread holds.
 # Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
@@ -92,7 +106,7 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     # No FP contraction: a*b+c stays two roundings, as in the interpreter and torch eager; the
     # double-double helpers (pow) rely on it. Explicit fma ops use tl.fma.
     _kernel[grid](*tensors, *sizes, xnumel, rnumel, *extra, XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
-                  num_warps=warps, enable_fp_fusion=False)
+                  num_warps=warps, enable_fp_fusion=False, **CUDA_OPTIONS)
 
 
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):

@@ -72,7 +72,11 @@ class TritonPrimitiveOps(TritonEmitter):
         return self._v(f"({x} * {y})", x.dtype)
 
     def neg(self, x0: V) -> V:
-        return self._v(f"({x0} == 0)" if x0.dtype == B else f"(-{x0})", x0.dtype)
+        if x0.dtype == B:
+            return self._v(f"({x0} == 0)", x0.dtype)
+        # Triton lowers `-x` to `0 - x`, which gives +0.0 for +0.0 on GPUs; `x * -1` flips the
+        # sign of zeros too, exactly.
+        return self._v(f"({x0} * -1)" if is_float(x0.dtype) else f"(-{x0})", x0.dtype)
 
     def square(self, x0: V) -> V:
         return self.mul(x0, x0)
