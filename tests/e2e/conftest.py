@@ -16,6 +16,8 @@ import torch
 
 from polyduct import plugins
 
+from . import helpers
+
 DEVICE_ENV = "POLYDUCT_TEST_DEVICE"
 
 
@@ -65,13 +67,21 @@ def backends(kernels: str, wrapper: str) -> tuple[str, str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    suite_device(config)  # a bad device name stops the run at once, not in every test
+    # a bad device name stops the run at once, not in every test
+    device = torch.device(suite_device(config))
+    if device.type == "cuda" and device.index is not None:
+        # buffers the compiled code allocates name the device type only: make it the current one
+        torch.cuda.set_device(device)
+    helpers.SUITE_DEVICE = str(device)
 
 
 def suite_device(config: pytest.Config) -> str:
     """The device the suite runs on: option, then environment, then `cpu`."""
-    name = config.getoption("--polyduct-e2e-device") or os.environ.get(DEVICE_ENV) or "cpu"
-    kind = torch.device(name).type  # rejects a malformed name with torch's own message
+    name = config.getoption("--polyduct-e2e-device", None) or os.environ.get(DEVICE_ENV) or "cpu"
+    try:
+        kind = torch.device(name).type
+    except RuntimeError:
+        kind = ""
     if kind not in ("cpu", "cuda"):
         raise pytest.UsageError(f"--polyduct-e2e-device={name!r}: expected cpu or cuda[:N]")
     if kind == "cuda" and not torch.cuda.is_available():

@@ -28,6 +28,10 @@ def compile_fn(
     return torch.compile(fn, backend="polyduct", options=opts, **kw), graphs
 
 
+SUITE_DEVICE = "cpu"
+"""The device the suite runs on (set from `--polyduct-e2e-device` by the conftest)."""
+
+
 def flat(value: Any) -> list[Any]:
     if isinstance(value, torch.Tensor):
         return [value]
@@ -56,7 +60,15 @@ def check(
     rtol: float = 1e-4,
     **kw: Any,
 ) -> list[CompiledGraph]:
-    """Compile `fn`, run it on `args`, compare with eager; returns the compiled graphs."""
+    """Compile `fn`, run it on `args`, compare with eager; returns the compiled graphs.
+
+    Every tensor argument must live on the suite's device: a test that forgot to build an input
+    there fails instead of quietly testing the CPU in a CUDA run.
+    """
+    want = torch.device(SUITE_DEVICE).type
+    for arg in flat(args):
+        if isinstance(arg, torch.Tensor):
+            assert arg.device.type == want, f"input on {arg.device}, the suite runs on {want}"
     compiled, graphs = compile_fn(fn, backends, **kw)
     assert_same(compiled(*args), fn(*args), atol=atol, rtol=rtol)
     assert graphs, "polyduct compiled nothing"

@@ -17,41 +17,43 @@ def _tol(dtype: torch.dtype) -> float:
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
-def test_softmax(backends: tuple[str, str], dtype: torch.dtype) -> None:
-    x = torch.randn(9, 37, dtype=dtype)
+def test_softmax(backends: tuple[str, str], device: str, dtype: torch.dtype) -> None:
+    x = torch.randn(9, 37, dtype=dtype, device=device)
     graphs = check(lambda x: torch.softmax(x, -1), backends, x, atol=_tol(dtype), rtol=_tol(dtype))
     assert kernels_of(graphs) <= 2
 
 
-def test_log_softmax(backends: tuple[str, str]) -> None:
-    x = torch.randn(5, 3, 17)
+def test_log_softmax(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(5, 3, 17, device=device)
     x[0, 0, 0] = float("-inf")
     graphs = check(lambda x: torch.log_softmax(x, -1), backends, x)
     assert kernels_of(graphs) <= 2
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
-def test_layernorm(backends: tuple[str, str], dtype: torch.dtype) -> None:
+def test_layernorm(backends: tuple[str, str], device: str, dtype: torch.dtype) -> None:
     x, w, b = (
-        torch.randn(6, 64, dtype=dtype),
-        torch.randn(64, dtype=dtype),
-        torch.randn(64, dtype=dtype),
+        torch.randn(6, 64, dtype=dtype, device=device),
+        torch.randn(64, dtype=dtype, device=device),
+        torch.randn(64, dtype=dtype, device=device),
     )
     fn = lambda x, w, b: F.layer_norm(x, (64,), w, b)
     graphs = check(fn, backends, x, w, b, atol=_tol(dtype), rtol=_tol(dtype))
     assert kernels_of(graphs) <= 2
 
 
-def test_rmsnorm(backends: tuple[str, str]) -> None:
+def test_rmsnorm(backends: tuple[str, str], device: str) -> None:
     def rms(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
-    graphs = check(rms, backends, torch.randn(10, 48), torch.randn(48))
+    graphs = check(
+        rms, backends, torch.randn(10, 48, device=device), torch.randn(48, device=device)
+    )
     assert kernels_of(graphs) <= 2
 
 
-def test_reductions(backends: tuple[str, str]) -> None:
-    x = torch.randn(7, 19)
+def test_reductions(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(7, 19, device=device)
     x[2, 3] = float("nan")
 
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -71,13 +73,17 @@ def test_reductions(backends: tuple[str, str]) -> None:
         )
 
     check(fn, backends, x)
-    check(lambda a: (a.sum(), a.prod(1), a.max(0).indices), backends, torch.randint(-3, 4, (5, 6)))
+    check(
+        lambda a: (a.sum(), a.prod(1), a.max(0).indices),
+        backends,
+        torch.randint(-3, 4, (5, 6), device=device),
+    )
 
 
-def test_gelu_mlp(backends: tuple[str, str]) -> None:
-    mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 16))
+def test_gelu_mlp(backends: tuple[str, str], device: str) -> None:
+    mlp = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 16)).to(device)
     with torch.no_grad():
-        graphs = check(mlp, backends, torch.randn(8, 32), atol=1e-4)
+        graphs = check(mlp, backends, torch.randn(8, 32, device=device), atol=1e-4)
     assert any("aten.mm.default" in g.report.ops() for g in graphs)
 
 
@@ -86,13 +92,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor
     return torch.bmm(torch.softmax(scores, -1), v)
 
 
-def test_attention_block(backends: tuple[str, str]) -> None:
-    q, k, v = (torch.randn(2, 10, 16) for _ in range(3))
+def test_attention_block(backends: tuple[str, str], device: str) -> None:
+    q, k, v = (torch.randn(2, 10, 16, device=device) for _ in range(3))
     graphs = check(attention, backends, q, k, v, atol=1e-4)
     assert any("aten.bmm.default" in g.report.ops() for g in graphs)
 
 
-def test_small_cnn(backends: tuple[str, str]) -> None:
+def test_small_cnn(backends: tuple[str, str], device: str) -> None:
     net = nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1),
         nn.ReLU(),
@@ -101,6 +107,6 @@ def test_small_cnn(backends: tuple[str, str]) -> None:
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
-    )
+    ).to(device)
     with torch.no_grad():
-        check(net, backends, torch.randn(2, 3, 12, 12), atol=1e-4)
+        check(net, backends, torch.randn(2, 3, 12, 12, device=device), atol=1e-4)

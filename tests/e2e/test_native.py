@@ -11,17 +11,17 @@ import torch.nn.functional as F
 from polyduct.errors import KernelIndexError
 from polyduct.frontend.compile import CompiledGraph
 
-from .helpers import assert_same, check, compile_fn, kernels_of
+from .helpers import assert_same, check, compile_fn, kernels_of, on, skip_on_cuda
 
 
-def _edgy(*shape: int, seed: int = 0) -> torch.Tensor:
-    """Random floats with NaN, +-inf and +-0 planted in them."""
+def _edgy(*shape: int, device: str, seed: int = 0) -> torch.Tensor:
+    """Random floats with NaN, +-inf and +-0 planted in them, on `device`."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(*shape, generator=g)
     flat = x.view(-1)
     edges = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0, -0.0])
     flat[: min(5, flat.numel())] = edges[: min(5, flat.numel())]
-    return x[torch.randperm(x.shape[0], generator=g)] if x.dim() else x
+    return (x[torch.randperm(x.shape[0], generator=g)] if x.dim() else x).to(device)
 
 
 def native(graphs: list[CompiledGraph], kernels: int | None = None) -> None:
@@ -32,49 +32,63 @@ def native(graphs: list[CompiledGraph], kernels: int | None = None) -> None:
         assert kernels_of(graphs) == kernels
 
 
-def test_cat_native(backends: tuple[str, str]) -> None:
-    x, y = _edgy(4, 9), _edgy(4, 3, seed=1)
+def test_cat_native(backends: tuple[str, str], device: str) -> None:
+    x, y = _edgy(4, 9, device=device), _edgy(4, 3, device=device, seed=1)
 
     def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
         return torch.cat([x, y * 2, x[:, :2]], 1) + 1, torch.cat([x.t(), y.t()], 0)
 
     native(check(fn, backends, x, y), kernels=2)
-    ints = torch.tensor([torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min, 0, -1])
+    ints = torch.tensor(
+        [torch.iinfo(torch.int64).max, torch.iinfo(torch.int64).min, 0, -1], device=device
+    )
     native(check(lambda a: torch.cat([a, a.flip(0)]), backends, ints))
 
 
-def test_constant_pad_native(backends: tuple[str, str]) -> None:
-    x = _edgy(5, 7)
+def test_constant_pad_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(5, 7, device=device)
     native(check(lambda a: F.pad(a, (1, 2, 0, 3), value=-2.5), backends, x), kernels=1)
     native(check(lambda a: F.pad(a, (-1, 2, 2, -2)), backends, x), kernels=1)
-    native(check(lambda a: F.pad(a, (3, 0)), backends, torch.arange(5, dtype=torch.int32)))
+    native(
+        check(
+            lambda a: F.pad(a, (3, 0)), backends, torch.arange(5, dtype=torch.int32, device=device)
+        )
+    )
 
 
-def test_factories_native(backends: tuple[str, str]) -> None:
+def test_factories_native(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> Any:
-        ones, zeros = torch.ones(4, 9), torch.zeros(4, 9, dtype=torch.int32)
-        full = torch.full((4, 9), -3.5)
-        return x + ones + full, zeros + torch.arange(9, dtype=torch.int32), torch.arange(3, 30, 3)
+        at = x.device
+        ones, zeros = torch.ones(4, 9, device=at), torch.zeros(4, 9, dtype=torch.int32, device=at)
+        full = torch.full((4, 9), -3.5, device=at)
+        steps = torch.arange(3, 30, 3, device=at)
+        return x + ones + full, zeros + torch.arange(9, dtype=torch.int32, device=at), steps
 
-    native(check(fn, backends, _edgy(4, 9)))
-    native(check(lambda x: x * torch.arange(0.5, 4.0, 0.25)[:9], backends, torch.randn(9)))
+    native(check(fn, backends, _edgy(4, 9, device=device)))
+    native(
+        check(
+            lambda x: x * torch.arange(0.5, 4.0, 0.25, device=x.device)[:9],
+            backends,
+            torch.randn(9, device=device),
+        )
+    )
 
 
-def test_copy_native(backends: tuple[str, str]) -> None:
+def test_copy_native(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        out = torch.empty(4, 6, dtype=torch.float64)
+        out = torch.empty(4, 6, dtype=torch.float64, device=x.device)
         out.copy_(x * y)
         return out + 1
 
-    x, y = _edgy(4, 6), torch.randn(6)
+    x, y = _edgy(4, 6, device=device), torch.randn(6, device=device)
     graphs = check(fn, backends, x, y)
     assert kernels_of(graphs) >= 1
     assert "aten.copy.default" not in [op for g in graphs for op in g.report.ops()]
 
 
-def test_native_dropout_reproducible(backends: tuple[str, str]) -> None:
+def test_native_dropout_reproducible(backends: tuple[str, str], device: str) -> None:
     compiled, graphs = compile_fn(lambda a: F.dropout(a, 0.3, training=True) * 2, backends)
-    x = torch.randn(128, 33)
+    x = torch.randn(128, 33, device=device)
     torch.manual_seed(7)
     first = compiled(x)
     torch.manual_seed(7)
@@ -87,9 +101,11 @@ def test_native_dropout_reproducible(backends: tuple[str, str]) -> None:
     assert not torch.equal(compiled(x), first)
 
 
-def test_rand_randn_statistics(backends: tuple[str, str]) -> None:
-    compiled, graphs = compile_fn(lambda a: (torch.rand_like(a), torch.randn(64, 64) + a), backends)
-    x = torch.zeros(64, 64)
+def test_rand_randn_statistics(backends: tuple[str, str], device: str) -> None:
+    compiled, graphs = compile_fn(
+        lambda a: (torch.rand_like(a), torch.randn(64, 64, device=a.device) + a), backends
+    )
+    x = torch.zeros(64, 64, device=device)
     torch.manual_seed(0)
     u, n = compiled(x)
     native(graphs, kernels=1)
@@ -99,24 +115,26 @@ def test_rand_randn_statistics(backends: tuple[str, str]) -> None:
     assert not torch.equal(u[0], u[1])
 
 
-def test_scans_native(backends: tuple[str, str]) -> None:
-    x = _edgy(5, 11)
-    y = torch.randn(6, 7)
+def test_scans_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(5, 11, device=device)
+    y = torch.randn(6, 7, device=device)
 
     def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
         return x.cumsum(1), y.cumprod(0), torch.logcumsumexp(y, 1), torch.logcumsumexp(x, 0)
 
     native(check(fn, backends, x, y), kernels=4)
-    ints = torch.randint(-(2**40), 2**40, (3, 9))
+    ints = torch.randint(-(2**40), 2**40, (3, 9), device=device)
     ints[0, 0] = torch.iinfo(torch.int64).max
     native(check(lambda a: (a.cumsum(1), a.cumsum(0)), backends, ints))
-    native(check(lambda a: a.cumsum(0), backends, torch.rand(13) > 0.5))
-    infs = torch.tensor([-float("inf"), -float("inf"), 1.0, float("inf"), float("inf"), 2.0])
+    native(check(lambda a: a.cumsum(0), backends, torch.rand(13, device=device) > 0.5))
+    infs = torch.tensor(
+        [-float("inf"), -float("inf"), 1.0, float("inf"), float("inf"), 2.0], device=device
+    )
     native(check(lambda a: torch.logcumsumexp(a, 0), backends, infs))
 
 
-def test_sort_topk_native(backends: tuple[str, str]) -> None:
-    x = torch.randn(6, 13)
+def test_sort_topk_native(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(6, 13, device=device)
     x[1, 2], x[2, 5], x[3, 0] = float("nan"), float("inf"), -float("inf")
 
     def fn(x: torch.Tensor) -> Any:
@@ -124,14 +142,20 @@ def test_sort_topk_native(backends: tuple[str, str]) -> None:
         return values, indices, torch.sort(x.t(), dim=1, stable=True), torch.topk(x, 4, dim=1)
 
     native(check(fn, backends, x))
-    ties = torch.randint(0, 3, (4, 17)).float()
+    ties = torch.randint(0, 3, (4, 17), device=device).float()
     native(check(lambda a: torch.sort(a, dim=0, stable=True), backends, ties))
-    native(check(lambda a: torch.topk(a, 3, dim=0, largest=False), backends, torch.randn(9, 5)))
+    native(
+        check(
+            lambda a: torch.topk(a, 3, dim=0, largest=False),
+            backends,
+            torch.randn(9, 5, device=device),
+        )
+    )
 
 
-def test_gather_index_native(backends: tuple[str, str]) -> None:
-    x = _edgy(6, 8)
-    idx = torch.randint(-8, 8, (6, 3))
+def test_gather_index_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(6, 8, device=device)
+    idx = torch.randint(-8, 8, (6, 3), device=device)
 
     def fn(x: torch.Tensor, idx: torch.Tensor) -> Any:
         pos = idx.abs().clamp(max=7)
@@ -150,15 +174,16 @@ def test_gather_index_native(backends: tuple[str, str]) -> None:
     native(check(fn, backends, x, idx))
 
 
-def test_index_out_of_bounds_raises(backends: tuple[str, str]) -> None:
+def test_index_out_of_bounds_raises(backends: tuple[str, str], device: str) -> None:
+    skip_on_cuda(device, "a device-side bounds failure aborts the CUDA context")
     compiled, _ = compile_fn(lambda x, i: x[i] + 1, backends)
     with pytest.raises(Exception, match="(?i)index"):
-        compiled(torch.randn(5), torch.tensor([0, 7]))
+        compiled(torch.randn(5, device=device), torch.tensor([0, 7], device=device))
 
 
-def test_searchsorted_native(backends: tuple[str, str]) -> None:
-    bounds = torch.tensor([-2.0, -0.5, 0.0, 0.0, 1.5, float("inf")])
-    v = _edgy(4, 7)
+def test_searchsorted_native(backends: tuple[str, str], device: str) -> None:
+    bounds = torch.tensor([-2.0, -0.5, 0.0, 0.0, 1.5, float("inf")], device=device)
+    v = _edgy(4, 7, device=device)
 
     def fn(b: torch.Tensor, v: torch.Tensor) -> Any:
         return torch.searchsorted(b, v), torch.searchsorted(b, v, right=True, out_int32=True)
@@ -167,11 +192,11 @@ def test_searchsorted_native(backends: tuple[str, str]) -> None:
     native(check(lambda v, b: torch.bucketize(v, b, right=True), backends, v, bounds))
 
 
-def test_scatter_family_native(backends: tuple[str, str]) -> None:
-    x = _edgy(5, 7)
-    idx = torch.randint(0, 7, (5, 9))  # 9 picks from 7 slots: duplicates in every row
-    src = torch.randn(5, 9)
-    perm = torch.stack([torch.randperm(7)[:4] for _ in range(5)])  # distinct per row
+def test_scatter_family_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(5, 7, device=device)
+    idx = torch.randint(0, 7, (5, 9), device=device)  # 9 picks from 7 slots: duplicates
+    src = torch.randn(5, 9, device=device)
+    perm = torch.stack([torch.randperm(7)[:4] for _ in range(5)]).to(device)  # distinct per row
 
     def fn(x: torch.Tensor, idx: torch.Tensor, src: torch.Tensor, perm: torch.Tensor) -> Any:
         return (
@@ -179,44 +204,46 @@ def test_scatter_family_native(backends: tuple[str, str]) -> None:
             x.scatter_reduce(1, idx, src, "sum"),
             x.scatter(1, perm, src[:, :4]),
             x.scatter(1, perm, -1.5),
-            torch.zeros(7, 5).scatter_add(0, idx.t(), src.t()),
+            torch.zeros(7, 5, device=x.device).scatter_add(0, idx.t(), src.t()),
         )
 
     native(check(fn, backends, x, idx, src, perm))
 
 
-def test_index_put_native(backends: tuple[str, str]) -> None:
-    x = _edgy(6, 5)
-    rows = torch.tensor([0, -1, 2, 0, 5, -6, 3])  # duplicates and negative indices
-    vals = torch.randn(7, 5)
+def test_index_put_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(6, 5, device=device)
+    rows = torch.tensor([0, -1, 2, 0, 5, -6, 3], device=device)  # duplicates, negatives
+    vals = torch.randn(7, 5, device=device)
 
     def fn(x: torch.Tensor, rows: torch.Tensor, vals: torch.Tensor) -> Any:
         acc = torch.index_put(x, (rows,), vals, accumulate=True)
         col = x.clone()
-        col[:, rows[:3] % 5] += torch.tensor(9.0)
+        col[:, rows[:3] % 5] += torch.tensor(9.0, device=x.device)
         pair = torch.index_put(x, (rows[:2], rows[2:4]), vals[0, :2])
-        put = torch.index_put(x, (torch.tensor([1, -2, 4]),), vals[:3])
+        put = torch.index_put(x, (torch.tensor([1, -2, 4], device=x.device),), vals[:3])
         return acc, col, pair, put
 
     native(check(fn, backends, x, rows, vals))
-    ints = torch.full((4,), torch.iinfo(torch.int64).max)
+    ints = torch.full((4,), torch.iinfo(torch.int64).max, device=device)
     native(
         check(
-            lambda a, i: torch.index_put(a, (i,), torch.tensor(1), accumulate=True),
+            lambda a, i: torch.index_put(
+                a, (i,), torch.tensor(1, device=a.device), accumulate=True
+            ),
             backends,
             ints,
-            torch.tensor([1, 1, 3]),
+            torch.tensor([1, 1, 3], device=device),
         )
     )
 
 
-def test_setitem_on_input_native(backends: tuple[str, str]) -> None:
+def test_setitem_on_input_native(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         x[i] += v
         x[0] = 7.0
         return x.sum(0)
 
-    x, i, v = torch.randn(6, 3), torch.tensor([4, 4, -1]), torch.randn(3, 3)
+    x, i, v = on(device, torch.randn(6, 3), torch.tensor([4, 4, -1]), torch.randn(3, 3))
     compiled, graphs = compile_fn(fn, backends)
     mine = x.clone()
     assert_same(compiled(mine, i, v), fn(x, i, v))
@@ -225,15 +252,17 @@ def test_setitem_on_input_native(backends: tuple[str, str]) -> None:
 
 
 @pytest.mark.parametrize("case", ["scatter", "negative", "index_put"])
-def test_scatter_out_of_range_raises(backends: tuple[str, str], case: str) -> None:
-    x, src = torch.zeros(3, 4), torch.ones(3, 2)
+def test_scatter_out_of_range_raises(backends: tuple[str, str], device: str, case: str) -> None:
+    skip_on_cuda(device, "a device-side bounds failure aborts the CUDA context")
+    x, src = torch.zeros(3, 4, device=device), torch.ones(3, 2, device=device)
     if case == "index_put":
         compiled, _ = compile_fn(
             lambda a, i, s: torch.index_put(a, (i,), s[0, 0], accumulate=True), backends
         )
-        idx = torch.tensor([0, 3])
+        idx = torch.tensor([0, 3], device=device)
     else:
         compiled, _ = compile_fn(lambda a, i, s: a.scatter_add(1, i, s), backends)
-        idx = torch.tensor([[0, 4], [1, 1], [2, 3]] if case == "scatter" else [[0, -1]] * 3)
+        rows = [[0, 4], [1, 1], [2, 3]] if case == "scatter" else [[0, -1]] * 3
+        idx = torch.tensor(rows, device=device)
     with pytest.raises(KernelIndexError, match="out of bounds"):
         compiled(x, idx, src)

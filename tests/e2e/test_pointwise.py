@@ -17,15 +17,22 @@ def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_pointwise_chain_is_one_kernel(backends: tuple[str, str], dtype: torch.dtype) -> None:
-    x, y = torch.randn(7, 33, dtype=dtype), torch.randn(33, dtype=dtype)
+def test_pointwise_chain_is_one_kernel(
+    backends: tuple[str, str], device: str, dtype: torch.dtype
+) -> None:
+    x, y = (
+        torch.randn(7, 33, dtype=dtype, device=device),
+        torch.randn(33, dtype=dtype, device=device),
+    )
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     graphs = check(chain, backends, x, y, atol=tol, rtol=tol)
     assert kernels_of(graphs) == 1
 
 
-def test_edge_values(backends: tuple[str, str]) -> None:
-    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3.5, 7.0])
+def test_edge_values(backends: tuple[str, str], device: str) -> None:
+    x = torch.tensor(
+        [0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, -3.5, 7.0], device=device
+    )
     check(
         lambda a: (
             torch.where(a > 0, a.sqrt(), -a),
@@ -38,9 +45,9 @@ def test_edge_values(backends: tuple[str, str]) -> None:
     )
 
 
-def test_int64_and_bool(backends: tuple[str, str]) -> None:
-    a = torch.tensor([torch.iinfo(torch.int64).max, -5, 7, 0, -1, 3])
-    b = torch.tensor([3, 2, -2, 1, 5, 7])
+def test_int64_and_bool(backends: tuple[str, str], device: str) -> None:
+    a = torch.tensor([torch.iinfo(torch.int64).max, -5, 7, 0, -1, 3], device=device)
+    b = torch.tensor([3, 2, -2, 1, 5, 7], device=device)
 
     def fn(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return a + b, a // b, a % b, (a > b) & (b > 0), a * 2.5, a ^ b
@@ -48,23 +55,23 @@ def test_int64_and_bool(backends: tuple[str, str]) -> None:
     check(fn, backends, a, b)
 
 
-def test_strided_views(backends: tuple[str, str]) -> None:
-    x = torch.randn(6, 10)
+def test_strided_views(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(6, 10, device=device)
 
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         t = x.t() * 2
         return t, x[1::2, 3:].sin(), x.unsqueeze(0).expand(3, 6, 10) + 1, x.reshape(60).cos()
 
     check(fn, backends, x)
-    check(fn, backends, torch.randn(10, 6).t())
+    check(fn, backends, torch.randn(10, 6, device=device).t())
 
 
-def test_in_place_user_op(backends: tuple[str, str]) -> None:
+def test_in_place_user_op(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         x.mul_(2)
         return x + 1
 
-    x = torch.randn(5, 5)
+    x = torch.randn(5, 5, device=device)
     x_eager = x.clone()
     compiled, _ = compile_fn(fn, backends)
     got = compiled(x)
@@ -73,35 +80,35 @@ def test_in_place_user_op(backends: tuple[str, str]) -> None:
     torch.testing.assert_close(x, x_eager)
 
 
-def test_output_aliases_input(backends: tuple[str, str]) -> None:
-    check(lambda x: (x.view(4, 3), x.t(), x + 1), backends, torch.randn(3, 4))
+def test_output_aliases_input(backends: tuple[str, str], device: str) -> None:
+    check(lambda x: (x.view(4, 3), x.t(), x + 1), backends, torch.randn(3, 4, device=device))
 
 
-def test_no_lowering_falls_back_to_extern(backends: tuple[str, str]) -> None:
-    x = torch.randn(4, 5).abs() + 0.5
+def test_no_lowering_falls_back_to_extern(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(4, 5, device=device).abs() + 0.5
     graphs = check(lambda x: torch.special.entr(torch.linalg.norm(x, dim=1)) + 1, backends, x)
     fallbacks = [op for g in graphs for op in g.report.ops()]
     assert fallbacks, "expected an extern fallback"
     assert all(str(g.report) for g in graphs)
 
 
-def test_thousand_adds_compile(backends: tuple[str, str]) -> None:
+def test_thousand_adds_compile(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         for _ in range(1000):
             x = x + 1
         return x
 
-    graphs = check(fn, backends, torch.randn(5, 3))
+    graphs = check(fn, backends, torch.randn(5, 3, device=device))
     assert kernels_of(graphs) == 1
     allocs = [ln for g in graphs for ln in g.program.lines if isinstance(ln, Allocate)]
     assert len(allocs) == 1  # the intermediates of the chain stay inside the kernel
 
 
-def test_inplace_reuse_of_dying_buffer(backends: tuple[str, str]) -> None:
+def test_inplace_reuse_of_dying_buffer(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         return (x.cumsum(0) * 2 + 1).sin()
 
-    graphs = check(fn, backends, torch.randn(5, 3))
+    graphs = check(fn, backends, torch.randn(5, 3, device=device))
     lines = graphs[0].program.lines
     assert kernels_of(graphs) == 2
     assert sum(isinstance(ln, Allocate) for ln in lines) == 1
@@ -109,10 +116,10 @@ def test_inplace_reuse_of_dying_buffer(backends: tuple[str, str]) -> None:
     assert sorted(graphs[0].specs[1].arg_names().values()) == ["in_out_ptr0"]
 
 
-def test_no_inplace_when_input_lives_on(backends: tuple[str, str]) -> None:
+def test_no_inplace_when_input_lives_on(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = x.cumsum(0)
         return y * 2, y.flip(0) + y  # y is an output; flip reads another element
 
-    graphs = check(fn, backends, torch.randn(5, 3))
+    graphs = check(fn, backends, torch.randn(5, 3, device=device))
     assert not [ln for g in graphs for ln in g.program.lines if isinstance(ln, Reuse)]

@@ -23,10 +23,10 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def test_transformer_block_forward_and_backward(backends: tuple[str, str]) -> None:
+def test_transformer_block_forward_and_backward(backends: tuple[str, str], device: str) -> None:
     torch.manual_seed(0)
-    model = Block()
-    x = torch.randn(2, 6, 32, requires_grad=True)
+    model = Block().to(device)
+    x = torch.randn(2, 6, 32, device=device, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_(True)
     compiled, graphs = compile_fn(model, backends)
     out = compiled(x)
@@ -41,12 +41,12 @@ def test_transformer_block_forward_and_backward(backends: tuple[str, str]) -> No
     assert len(graphs) == 2, "expected a forward and a backward graph"
 
 
-def test_dynamic_shapes_one_compile(backends: tuple[str, str]) -> None:
+def test_dynamic_shapes_one_compile(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x * w + 1, -1).sum(0)
 
     compiled, graphs = compile_fn(fn, backends, dynamic=True)
     for rows, cols in ((3, 5), (8, 17), (11, 2)):
-        x, w = torch.randn(rows, cols), torch.randn(cols)
+        x, w = torch.randn(rows, cols, device=device), torch.randn(cols, device=device)
         assert_same(compiled(x, w), fn(x, w))
     assert len(graphs) == 1, f"recompiled: {len(graphs)} graphs"
