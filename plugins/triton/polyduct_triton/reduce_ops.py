@@ -176,13 +176,21 @@ class TritonReduceOps(TritonEmitter):
     def _red_welford(self, dtype: torch.dtype, value: V) -> tuple[V, V, V]:
         accs = self._welford_accs(dtype)
         vals = self._full(value, dtype, "0")
-        w = self._full(self._c(1, dtype), dtype, "0")
-        cnt = self._v(f"tl.sum({w}, 1, keep_dims=True)", dtype).name
+        cnt = self._block_count(dtype)
         mean = self._v(f"tl.sum({vals}, 1, keep_dims=True) / tl.where({cnt} == 0, 1, {cnt})", dtype)
         dev = f"tl.where({self.ctx.mask()}, {vals} - {mean}, 0)"
         m2 = self._v(f"tl.sum({dev} * {dev}, 1, keep_dims=True)", dtype).name
         self._welford_merge(accs, (mean.name, m2, cnt))
         return V(accs[0], dtype), V(accs[1], dtype), V(accs[2], dtype)
+
+    def _block_count(self, dtype: torch.dtype) -> str:
+        """Elements of this block of a row: rmask is a prefix of the block, so the count is
+        closed-form (one reduction fewer than summing ones); under extra predicates, a sum."""
+        if self.ctx.masks or not self.ctx.in_loop:
+            w = self._full(self._c(1, dtype), dtype, "0")
+            return self._v(f"tl.sum({w}, 1, keep_dims=True)", dtype).name
+        live = "tl.maximum(tl.minimum(rnumel - roffset, RBLOCK), 0)"
+        return self._v(f"tl.full([XBLOCK, 1], 0, {compute_tl(dtype)}) + {live}", dtype).name
 
     def _red_welford_combine(self, dtype: torch.dtype, value: tuple[V, V, V]) -> tuple[V, V, V]:
         accs = self._welford_accs(dtype)
