@@ -95,10 +95,31 @@ def _compiled(fn: Fn, variant: str) -> Fn:
     return torch.compile(_fresh(fn), backend="polyduct", options={"kernels": "triton"})
 
 
-def bench(rows: int, cols: int, rounds: int) -> list[dict[str, Any]]:
+def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
+    """(GPU kernel milliseconds per call, kernel launches per call), from the torch profiler:
+    beside the wall time per call, it separates kernel time from launch overhead."""
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    total_us, launches = 0.0, 0
+    for evt in prof.key_averages():
+        us = getattr(evt, "self_device_time_total", None)
+        us = getattr(evt, "self_cuda_time_total", 0.0) if us is None else us
+        if us > 0:
+            total_us, launches = total_us + us, launches + evt.count
+    return total_us / calls / 1e3, launches / calls
+
+
+def bench(rows: int, cols: int, rounds: int,
+          dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.bfloat16)) -> list[dict[str, Any]]:
     copy_bw = copy_bandwidth("cuda")
     results = []
-    for dtype in (torch.float32, torch.bfloat16):
+    for dtype in dtypes:
         for name, (fn, moved) in WORKLOADS.items():
             args = _inputs(name, rows, cols, dtype)
             # The answer computed in float32 from the same inputs, rounded once: a fused kernel
@@ -122,9 +143,12 @@ def bench(rows: int, cols: int, rounds: int) -> list[dict[str, Any]]:
                 except AssertionError as exc:
                     errors[variant] = f"mismatch: {exc}"[:500]
             times = interleaved_medians(calls, "cuda", rounds, 5.0)
+            profiles = {k: kernel_profile(c) for k, c in calls.items()}
             nbytes = moved * rows * cols * args[0].element_size()
             row = {"workload": name, "dtype": str(dtype).removeprefix("torch."),
                    "shape": [rows, cols], "times_ms": {k: v * 1e3 for k, v in times.items()},
+                   "kernel_ms": {k: v[0] for k, v in profiles.items()},
+                   "kernels_per_call": {k: v[1] for k, v in profiles.items()},
                    "compile_s": compile_s, "errors": errors,
                    "bandwidth_fraction_of_copy": {
                        k: nbytes / v / copy_bw for k, v in times.items()}}
@@ -140,16 +164,20 @@ def _ratio(times: dict[str, float], base: str) -> str:
 
 def _table(results: list[dict[str, Any]]) -> str:
     head = ("| workload | dtype | eager ms | inductor ms | polyduct ms | vs eager | vs inductor "
-            "| polyduct BW/copy | inductor compile s | polyduct compile s |")
-    lines = [head, "|" + "---|" * 10]
+            "| polyduct BW/copy | inductor BW/copy | kernel ms inductor / polyduct "
+            "| inductor compile s | polyduct compile s |")
+    lines = [head, "|" + "---|" * 12]
     for r in results:
         t, c, bw = r["times_ms"], r["compile_s"], r["bandwidth_fraction_of_copy"]
+        k = r.get("kernel_ms", {})
         ours = t.get("polyduct-triton")
         lines.append(
             f"| {r['workload']} | {r['dtype']} | {t.get('eager', float('nan')):.3f} | "
             f"{t.get('inductor', float('nan')):.3f} | "
             f"{ours if ours is not None else float('nan'):.3f} | {_ratio(t, 'eager')} | "
             f"{_ratio(t, 'inductor')} | {bw.get('polyduct-triton', float('nan')):.2f} | "
+            f"{bw.get('inductor', float('nan')):.2f} | "
+            f"{k.get('inductor', float('nan')):.3f} / {k.get('polyduct-triton', float('nan')):.3f} | "
             f"{c.get('inductor', float('nan')):.1f} | {c.get('polyduct-triton', float('nan')):.1f} |")
     return "\n".join(lines) + "\n"
 
@@ -227,6 +255,8 @@ def main() -> None:
     except Exception:
         traceback.print_exc()
         raise
+    # Small tensors: the time per call is launch overhead (dynamo guards, wrapper, launcher).
+    results += bench(64, 64, args.rounds, (torch.float32,))
     (args.out / "gpu_bench.json").write_text(json.dumps(results, indent=1))
     table = _table(results)
     (args.out / "gpu_bench.md").write_text(table)
