@@ -135,8 +135,12 @@ class GraphLowering:
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
         self.module = gm
+        shared = _shared_alias_bases(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
+            # several outputs view this value: compute it once so they alias one buffer, as in eager
+            if node in shared and isinstance(value, Lazy):
+                value = self._output(value, node.meta.get("val"))
             # a costly value read by several users is computed once instead of re-inlined
             if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
                 value = self.graph.realize(value)
@@ -338,6 +342,34 @@ def _mutates(node: torch.fx.Node) -> bool:
     """Whether `node` is an in-place aten op (it writes one of its arguments)."""
     schema = getattr(node.target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Whether `node` returns a view of its first argument (an aliasing, non-mutating aten op)."""
+    if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    if node.target is operator.getitem:
+        return _is_view(node.args[0])
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or schema.is_mutable or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def _shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+    """Nodes that two or more graph outputs are (views of): eager returns aliases of one tensor."""
+    outputs = [n for n in gm.graph.nodes if n.op == "output"]
+    if not outputs or not isinstance(outputs[0].args[0], (list, tuple)):
+        return set()
+    count: dict[torch.fx.Node, int] = {}
+    for out in outputs[0].args[0]:
+        if not isinstance(out, torch.fx.Node):
+            continue
+        while _is_view(out):
+            out = out.args[0]
+        count[out] = count.get(out, 0) + 1
+    return {node for node, n in count.items() if n > 1}
 
 
 def _dense(val: torch.Tensor) -> bool:

@@ -218,6 +218,33 @@ def as_strided(
     )
 
 
+def unfold(ctx: LoweringContext, x: TensorValue, dim: int, size: Any, step: Any) -> TensorValue:
+    """Windows of `size` every `step` along `dim`, as a new last dim (a strided view)."""
+    out_size = ctx.out_size()
+    n = len(x.size)
+    if n == 0:  # a 0-d tensor unfolds to one window of its single element
+        return _view(x, out_size, lambda idx: [], _unit_layout(x, out_size))
+    dim, step = _dim(dim, n), sympy.sympify(step)
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        coords = list(idx[:n])
+        coords[dim] = idx[dim] * step + idx[n]
+        return coords
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        stride = [*st[:dim], st[dim] * step, *st[dim + 1 :], st[dim]]
+        layout = _with(x, out_size, stride, x.layout.offset)  # type: ignore[union-attr]
+    return _view(x, out_size, reindex, layout)
+
+
+def _unit_layout(x: TensorValue, size: Sequence[Expr]) -> Layout | None:
+    if not isinstance(x, StorageView):
+        return None
+    return _with(x, size, [sympy.Integer(1)] * len(size), x.layout.offset)
+
+
 def flip(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
     """Reverse `dims`; a lazy re-index (negative strides are not a layout kernels take)."""
     n = len(x.size)
@@ -252,6 +279,7 @@ def table() -> dict[str, LoweringFn]:
         "aten.as_strided.default": as_strided,
         "aten.alias.default": alias,
         "aten.flip.default": flip,
+        "aten.unfold.default": unfold,
         "aten.detach.default": alias,
         "aten.lift_fresh_copy.default": alias,
     }

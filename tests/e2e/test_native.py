@@ -266,3 +266,19 @@ def test_scatter_out_of_range_raises(backends: tuple[str, str], device: str, cas
         idx = torch.tensor(rows, device=device)
     with pytest.raises(KernelIndexError, match="out of bounds"):
         compiled(x, idx, src)
+
+
+def test_unfold_native(backends: tuple[str, str], device: str) -> None:
+    x, y = _edgy(4, 9, device=device), torch.randn(8, device=device)
+
+    def fn(x: torch.Tensor, y: torch.Tensor) -> Any:
+        return (
+            x.unfold(1, 3, 2) * 2,
+            (x + 1).unfold(0, 2, 1).sum(-1),  # a lazy value re-indexed
+            y.unfold(0, 2, 3),  # a view of the input: no kernel
+            x.t().unfold(0, 4, 4).exp(),
+            y[0].unfold(0, 1, 1) + 1,  # a 0-d tensor
+        )
+
+    graphs = check(fn, backends, x, y)
+    native(graphs)
