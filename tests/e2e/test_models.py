@@ -109,4 +109,7 @@ def test_small_cnn(backends: tuple[str, str], device: str) -> None:
         nn.Flatten(),
     ).to(device)
     with torch.no_grad():
-        check(net, backends, torch.randn(2, 3, 12, 12, device=device), atol=1e-4)
+        graphs = check(net, backends, torch.randn(2, 3, 12, 12, device=device), atol=1e-4)
+    # the convolutions are extern calls; relu + max pool, and relu + average pool, fuse
+    assert [op for g in graphs for op in g.report.ops()] == ["aten.convolution.default"]
+    assert kernels_of(graphs) == 2

@@ -282,3 +282,40 @@ def test_unfold_native(backends: tuple[str, str], device: str) -> None:
 
     graphs = check(fn, backends, x, y)
     native(graphs)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "stride", "padding", "dilation", "ceil_mode"),
+    [
+        (2, 2, 0, 1, False),
+        (3, 2, 1, 1, False),
+        (3, 2, 1, 2, True),
+        ((3, 2), (2, 3), (1, 0), 1, True),
+    ],
+)
+def test_max_pool2d_native(
+    backends: tuple[str, str],
+    device: str,
+    kernel: Any,
+    stride: Any,
+    padding: Any,
+    dilation: int,
+    ceil_mode: bool,
+) -> None:
+    x = torch.randn(2, 3, 9, 11)
+    x[0, 0, 0, :2] = float("nan")  # two NaNs in one window: eager names the last
+    x[1, 1, :4, :4] = -float("inf")  # windows holding nothing above the lowest value
+    x[1, 2, 5, 5:7] = 0.0  # ties keep the first
+    x = x.to(device)
+
+    def fn(a: torch.Tensor) -> Any:
+        values, indices = F.max_pool2d(
+            a.relu() - 1, kernel, stride, padding, dilation, ceil_mode, return_indices=True
+        )
+        return values * 2, indices
+
+    native(check(fn, backends, x), kernels=1)
+    ints = torch.randint(-3, 3, (3, 8, 8), dtype=torch.int64, device=device)
+    native(
+        check(lambda a: F.max_pool2d(a.to(torch.float16), 2, return_indices=True), backends, ints)
+    )

@@ -50,3 +50,29 @@ def test_dynamic_shapes_one_compile(backends: tuple[str, str], device: str) -> N
         x, w = torch.randn(rows, cols, device=device), torch.randn(cols, device=device)
         assert_same(compiled(x, w), fn(x, w))
     assert len(graphs) == 1, f"recompiled: {len(graphs)} graphs"
+
+
+def test_cnn_training_gradients(backends: tuple[str, str], device: str) -> None:
+    """Conv (extern) + relu + padded max pool (native, its indices feed the extern backward)."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1),
+        nn.Flatten(),
+        nn.Linear(8 * 6 * 6, 4),
+    ).to(device)
+    x = torch.randn(2, 3, 12, 12, device=device, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    compiled, graphs = compile_fn(net, backends)
+    out = compiled(x)
+    out.square().sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    ref = net(x_ref)
+    ref.square().sum().backward()
+    assert_same(out, ref, atol=1e-4)
+    assert_same(x.grad, x_ref.grad, atol=1e-4)
+    assert_same(grads, [p.grad for p in net.parameters()], atol=1e-4)
+    forward = [op for g in graphs if g.graph_name == "forward" for op in g.report.ops()]
+    assert "aten.max_pool2d_with_indices.default" not in forward

@@ -1,0 +1,128 @@
+"""Pooling lowerings: max_pool2d_with_indices as a pointwise value over an unrolled window.
+
+Each output element compares the elements of its window in row-major order, exactly as ATen's
+kernels do: the running maximum starts at the dtype's lowest value and the index at the window's
+first in-bounds element, and an element is taken when it is greater or NaN (so NaN propagates
+and the index names the last NaN; ties keep the first). Padding and `ceil_mode` windows mask
+their out-of-bounds elements. The value fuses into its producer's and consumer's kernels (a CNN's
+relu + pool is one kernel after the convolution).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.frontend.values import Ops, is_tensor, lazy
+from polyduct.ir import Expr, Lazy, TensorValue
+
+MAX_WINDOW = 64
+"""Largest window (elements) unrolled into one expression; larger pools run as extern calls."""
+
+
+def _pair(value: Any, default: Sequence[int]) -> tuple[int, int]:
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        items = list(default)
+    if len(items) == 1:
+        items = items * 2
+    if len(items) != 2 or not all(isinstance(v, int) for v in items):
+        raise Fallback(f"pool parameter {value!r}")
+    return items[0], items[1]
+
+
+def _lowest(dtype: torch.dtype) -> float | int:
+    if dtype.is_floating_point:
+        return float("-inf")
+    return int(torch.iinfo(dtype).min)
+
+
+def max_pool2d_with_indices(
+    ctx: LoweringContext,
+    x: TensorValue,
+    kernel_size: Any,
+    stride: Any = (),
+    padding: Any = 0,
+    dilation: Any = 1,
+    ceil_mode: bool = False,
+) -> tuple[Lazy, Lazy]:
+    """(max over each window, flat index of it within the input plane)."""
+    if not is_tensor(x) or len(x.size) not in (3, 4) or x.dtype == torch.bool:
+        raise Fallback("max_pool2d of a 3-d or 4-d numeric tensor only")
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, ())
+    dh, dw = _pair(dilation, ())
+    if kh * kw > MAX_WINDOW:
+        raise Fallback(f"max_pool2d window of {kh * kw} elements (over {MAX_WINDOW})")
+    height, width = x.size[-2], x.size[-1]
+    masked = bool(ph or pw or ceil_mode)
+    dtype, out = x.dtype, ctx.out_size(0)
+    lowest = _lowest(dtype)
+    offsets = [(i * dh, j * dw) for i in range(kh) for j in range(kw)]
+
+    def window(ops: Ops, idx: Sequence[Expr]) -> tuple[Any, Any]:
+        lead, oh, ow = list(idx[:-2]), idx[-2], idx[-1]
+        top, left = oh * sh - ph, ow * sw - pw
+        cells = [(top + di, left + dj) for di, dj in offsets]
+        flats = [ops.index_expr(ih * width + iw, torch.int64) for ih, iw in cells]
+        valids = [_inside(ops, ih, iw, height, width) if masked else None for ih, iw in cells]
+        where = flats[-1]
+        for valid, flat in reversed(list(zip(valids, flats, strict=True))):
+            # the first in-bounds element: the index of a window where nothing beats `lowest`
+            where = flat if valid is None else ops.where(valid, flat, where)
+        best = ops.constant(lowest, dtype)
+        for (ih, iw), flat, valid in zip(cells, flats, valids, strict=True):
+            coords = [*lead, ih, iw]
+            if valid is None:
+                value = x.load(ops, coords)
+            else:
+                value = ops.masked(valid, _loader(ops, x, coords), lowest)
+            take = ops.gt(value, best)
+            if dtype.is_floating_point:
+                take = ops.logical_or(take, ops.isnan(value))
+            if valid is not None:
+                take = ops.logical_and(take, valid)
+            best = ops.where(take, value, best)
+            where = ops.where(take, flat, where)
+        return best, where
+
+    def load_values(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return window(ops, idx)[0]
+
+    def load_indices(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return window(ops, idx)[1]
+
+    values = lazy(out, dtype, x.device, load_values, x)
+    indices = lazy(out, torch.int64, x.device, load_indices, x)
+    return _costly(values, len(offsets)), _costly(indices, len(offsets))
+
+
+def _loader(ops: Ops, x: TensorValue, coords: list[Expr]) -> Callable[[], Any]:
+    def load() -> Any:
+        return x.load(ops, coords)
+
+    return load
+
+
+def _inside(ops: Ops, ih: Expr, iw: Expr, height: Expr, width: Expr) -> Any:
+    def within(i: Expr, size: Expr) -> Any:
+        at = ops.index_expr(i, torch.int64)
+        low = ops.ge(at, ops.constant(0, torch.int64))
+        return ops.and_(low, ops.lt(at, ops.index_expr(sympy.sympify(size), torch.int64)))
+
+    return ops.and_(within(ih, height), within(iw, width))
+
+
+def _costly(value: Lazy, window: int) -> Lazy:
+    """`value` costed by its window, so several readers share one computed buffer."""
+    return Lazy(value.size, value.dtype, value.device, value.fn, value.cost + 4 * window)
+
+
+def table() -> dict[str, LoweringFn]:
+    """The pooling lowerings, by aten overload name."""
+    return {"aten.max_pool2d_with_indices.default": max_pool2d_with_indices}
