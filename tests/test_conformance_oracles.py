@@ -59,6 +59,16 @@ def test_fmod_and_remainder_with_an_overflowing_quotient() -> None:
     assert oracles.remainder(ints, torch.tensor([-3, 3], dtype=torch.int32)).tolist() == [-2, 2]
 
 
+def test_hypot_does_not_overflow_and_cosh_sinh_reach_the_top_of_float32() -> None:
+    big = torch.tensor([1.7976931348623157e308, 3.0] * 8, dtype=F64)
+    assert oracles.hypot(torch.ones_like(big), big)[:2].tolist() == [big[0].item(), math.hypot(1, 3)]
+    x = torch.tensor([-89.02455139160156, 0.5] * 8, dtype=torch.float32)
+    for op, exact in (("cosh", mpmath.cosh), ("sinh", mpmath.sinh)):
+        want = torch.tensor([float(exact(v)) for v in x[:2].double().tolist()]).float()
+        assert torch.isfinite(_case(op).ref(x)).all()  # type: ignore[attr-defined]
+        assert _case(op).ref(x)[:2].tolist() == want.tolist()  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize("op", ["chebyshev_polynomial_u", "legendre_polynomial_p"])
 def test_polynomials_at_nan_follow_the_scalar_path(op: str) -> None:
     n = torch.tensor([-2.0, 0.0, 0.5, 1.0, 4.0, 6.0] * 8, dtype=F64)

@@ -24,6 +24,9 @@ _DIGITS = 30
 
 sqrt = exact.sqrt
 fmod = exact.fmod
+hypot = exact.hypot
+cosh = exact.cosh
+sinh = exact.sinh
 remainder = exact.remainder
 ndtr = exact.ndtr
 

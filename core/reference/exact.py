@@ -50,6 +50,27 @@ def remainder(a: Tensor, b: Tensor) -> Tensor:
     return _on_host(np.remainder, a, b.to(a.dtype))
 
 
+def hypot(a: Tensor, b: Tensor) -> Tensor:
+    """sqrt(a*a + b*b) without intermediate overflow (torch's CUDA kernel returns inf for
+    hypot(1, 1.79e308), whose answer is finite)."""
+    if a.dtype not in _FLOATS:
+        return torch.hypot(a, b)
+    return _on_host(np.hypot, a, b.to(a.dtype))
+
+
+def _in_float64(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+    def wide(x: Tensor) -> Tensor:
+        return fn(x.to(torch.float64)).to(x.dtype) if x.dtype in _FLOATS else fn(x)
+
+    wide.__doc__ = (f"torch.{fn.__name__} computed in float64 and rounded once: torch's float32 "
+                    "CPU kernel overflows about 0.7 below the top of the float32 range.")
+    return wide
+
+
+cosh = _in_float64(torch.cosh)
+sinh = _in_float64(torch.sinh)
+
+
 def polynomial_at_nan(x: Tensor, n: Tensor, result: Tensor) -> Tensor:
     """`result` with ATen's scalar answers where x is NaN: 0 for degree < 0 (or NaN), 1 for
     degree 0, NaN above (torch's vectorised kernel returns garbage there)."""

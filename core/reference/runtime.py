@@ -44,7 +44,7 @@ atan = torch.atan
 atanh = torch.atanh
 ceil = torch.ceil
 cos = torch.cos
-cosh = torch.cosh
+cosh = exact.cosh
 digamma = torch.special.digamma
 erf = torch.special.erf
 erfc = torch.special.erfc
@@ -77,7 +77,7 @@ scaled_modified_bessel_k0 = torch.special.scaled_modified_bessel_k0
 scaled_modified_bessel_k1 = torch.special.scaled_modified_bessel_k1
 sigmoid = torch.sigmoid
 sin = torch.sin
-sinh = torch.sinh
+sinh = exact.sinh
 spherical_bessel_j0 = torch.special.spherical_bessel_j0
 sqrt = exact.sqrt
 ndtr = exact.ndtr
@@ -175,7 +175,7 @@ def copysign(a: Tensor, b: Tensor) -> Tensor:
 
 
 def hypot(a: Tensor, b: Tensor) -> Tensor:
-    return _keep(torch.hypot(a, b), a)
+    return _keep(exact.hypot(a, b), a)
 
 
 def nextafter(a: Tensor, b: Tensor, dtype: torch.dtype | None = None) -> Tensor:
