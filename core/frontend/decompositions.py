@@ -40,6 +40,19 @@ _EXTRA = (
     aten.nll_loss_forward,
     aten.nll_loss_backward,
     aten.rms_norm,
+    # pointwise ops outside the core-aten decompositions; torch's tables write them in ops
+    # polyduct lowers natively
+    aten.ldexp,
+    aten.elu,
+    aten.elu_backward,
+    aten.leaky_relu,
+    aten.leaky_relu_backward,
+    aten.hardtanh,
+    aten.hardtanh_backward,
+    aten.softplus_backward,
+    aten.hardswish_backward,
+    aten.hardsigmoid_backward,
+    aten.mish_backward,
 )
 
 # Fused attention kernels stay whole (extern): their decomposed forward does not compute the

@@ -310,6 +310,37 @@ def _polygamma(ctx: LoweringContext, n: int, x: Any) -> Any:
     return map_values(ctx, (x,), ctx.out_dtype(), apply)
 
 
+def _fmax_fmin(name: str) -> LoweringFn:
+    """fmax / fmin: like maximum / minimum, but a NaN operand yields the other one."""
+    pick = _op(name)
+
+    def lower(ctx: LoweringContext, a: Any, b: Any) -> Any:
+        if not ctx.out_dtype().is_floating_point:
+            return map_values(ctx, (a, b), ctx.out_dtype(), pick)
+
+        def apply(ops: Ops, x: Any, y: Any) -> Any:
+            return ops.where(ops.isnan(x), y, ops.where(ops.isnan(y), x, pick(ops, x, y)))
+
+        return map_values(ctx, (a, b), ctx.out_dtype(), apply)
+
+    lower.__name__ = f"lower_f{name[:3]}"
+    return lower
+
+
+def _angle(ctx: LoweringContext, x: Any) -> Any:
+    """angle of a real tensor: pi below zero, else 0 (NaN stays NaN, -0.0 gives 0)."""
+    out = ctx.out_dtype()
+    if out.is_complex or (is_tensor(x) and x.dtype.is_complex):
+        raise Fallback("angle of a complex tensor")
+
+    def apply(ops: Ops, v: Any) -> Any:
+        zero = ops.constant(0.0, out)
+        phase = ops.where(ops.lt(v, zero), ops.constant(math.pi, out), zero)
+        return ops.where(ops.isnan(v), v, phase)
+
+    return map_values(ctx, (x,), out, apply)
+
+
 def table() -> dict[str, LoweringFn]:
     """The pointwise lowerings, by aten overload name."""
     t: dict[str, LoweringFn] = {}
@@ -350,4 +381,7 @@ def table() -> dict[str, LoweringFn]:
     t["aten.silu.default"] = _silu
     t["aten.frac.default"] = _frac
     t["aten.polygamma.default"] = _polygamma
+    t["aten.fmax.default"] = _fmax_fmin("maximum")
+    t["aten.fmin.default"] = _fmax_fmin("minimum")
+    t["aten.angle.default"] = _angle
     return t

@@ -319,3 +319,38 @@ def test_max_pool2d_native(
     native(
         check(lambda a: F.max_pool2d(a.to(torch.float16), 2, return_indices=True), backends, ints)
     )
+
+
+def test_activations_and_nan_aware_ops_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(6, 7, device=device)
+    ints = torch.tensor([-3, 0, 5, torch.iinfo(torch.int64).min], device=device)
+
+    def fn(x: torch.Tensor, i: torch.Tensor) -> Any:
+        return (
+            torch.fmax(x, x.flip(0)),
+            torch.fmin(x, x.t()[0, :, None] * 0.5),
+            torch.fmax(i, i.flip(0)),
+            torch.angle(x),
+            torch.angle(i),
+            F.elu(x, 0.7),
+            F.leaky_relu(x, 0.1),
+            F.hardtanh(x, -0.5, 2.0),
+            torch.ldexp(x, torch.tensor([3], device=x.device)),
+        )
+
+    native(check(fn, backends, x, ints))
+
+
+def test_activation_backwards_native(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(5, 8, device=device).requires_grad_(True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    acts = (F.elu, F.leaky_relu, F.hardtanh, F.softplus, F.hardswish, F.hardsigmoid, F.mish)
+
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        return sum((act(a) * (k + 1) for k, act in enumerate(acts)), torch.zeros_like(a))
+
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x).square().sum().backward()
+    fn(x_ref).square().sum().backward()
+    assert_same(x.grad, x_ref.grad, atol=1e-4)
+    native(graphs)
