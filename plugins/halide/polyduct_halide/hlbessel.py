@@ -13,7 +13,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import at_inf, back, w64
+from polyduct_halide.hlspecial import at_inf, back, isinf, isnan, w64
 
 E = Any
 K = hl.f64
@@ -70,7 +70,7 @@ def bessel_j64(x: E, n: int) -> E:
     out = hl.select(ax < K(40.0), _j_trap(ax, n), big)
     if n == 1:
         out = hl.select(x < K(0.0), -out, out)
-    return hl.select(hl.is_inf(x), K(0.0), hl.select(hl.is_nan(x), x, out))
+    return hl.select(isinf(x), K(0.0), hl.select(isnan(x), x, out))
 
 
 def _y_series(x: E, n: int) -> E:
@@ -99,7 +99,7 @@ def bessel_y64(x: E, n: int) -> E:
     big = _jy_large(hl.max(x, K(12.0)), n)[1]
     out = hl.select(x < K(12.0), _y_series(hl.max(x, K(1e-300)), n), big)
     out = hl.select(x == K(0.0), K(-INF), hl.select(x == K(INF), K(0.0), out))
-    return hl.select((x < K(0.0)) | hl.is_nan(x), K(NAN), out)
+    return hl.select((x < K(0.0)) | isnan(x), K(NAN), out)
 
 
 def _i_series(x: E, n: int) -> E:
@@ -136,7 +136,7 @@ def bessel_i64(x: E, n: int, scaled: bool) -> E:
     inf_value = K(0.0) if scaled else K(INF)
     if n == 1 and not scaled:
         inf_value = hl.select(x < K(0.0), K(-INF), K(INF))
-    return hl.select(hl.is_inf(x), inf_value, hl.select(hl.is_nan(x), x, out))
+    return hl.select(isinf(x), inf_value, hl.select(isnan(x), x, out))
 
 
 def _k_trap(x: E, nu: float, scaled: bool) -> E:
@@ -176,7 +176,7 @@ def bessel_k64(x: E, n: int, scaled: bool) -> E:
     big = _k_trap(hl.max(x, K(0.25)), float(n), scaled)
     out = hl.select(x < K(0.25), small, big)
     out = hl.select(x == K(0.0), K(INF), hl.select(x == K(INF), K(0.0), out))
-    return hl.select((x < K(0.0)) | hl.is_nan(x), K(NAN), out)
+    return hl.select((x < K(0.0)) | isnan(x), K(NAN), out)
 
 
 def _airy_series(x: E) -> E:
@@ -222,13 +222,13 @@ def airy_ai64(x: E) -> E:
     mid = _airy_series(hl.clamp(x, K(-8.0), K(2.0)))
     left = _airy_neg_large(hl.min(x, K(-8.0)))
     out = hl.select(x > K(2.0), right, hl.select(x < K(-8.0), left, mid))
-    return hl.select(hl.is_inf(x), K(0.0), out)
+    return hl.select(isinf(x), K(0.0), out)
 
 
 def spherical_j0_64(x: E) -> E:
     """sin(x) / x, 1 at 0."""
     out = hl.select(x == K(0.0), K(1.0), hl.sin(x) / x)
-    return hl.select(hl.is_inf(x), K(0.0), out)
+    return hl.select(isinf(x), K(0.0), out)
 
 
 def bessel_j0(x: E) -> E:

@@ -9,7 +9,17 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import at_inf, back, erf64, erfc64, erfcx64, ex, w64
+from polyduct_halide.hlspecial import (
+    at_inf,
+    back,
+    erf64,
+    erfc64,
+    erfcx64,
+    ex,
+    isinf,
+    isnan,
+    w64,
+)
 
 E = Any
 K = hl.f64
@@ -73,7 +83,7 @@ def lgamma64(x: E) -> E:
     refl = hl.log(K(math.pi) / hl.abs(sinpi(x))) - _lgamma_pos(hl.max(K(1.0) - x, K(0.5)))
     out = hl.select(x < K(0.5), refl, big)
     pole = (x <= K(0.0)) & (x == hl.floor(x))  # poles at non-positive integers
-    return hl.select(hl.is_inf(x) | pole, K(INF), out)
+    return hl.select(isinf(x) | pole, K(INF), out)
 
 
 def digamma64(x: E) -> E:
@@ -195,9 +205,9 @@ def igammac64(a: E, x: E) -> E:
 def _igam_edges(a: E, x: E, out: E, lower: bool) -> E:
     # torch's calc_igamma / calc_igammac special cases, highest priority last.
     zero, one = (K(0.0), K(1.0)) if lower else (K(1.0), K(0.0))
-    out = hl.select(hl.is_nan(a) | hl.is_nan(x), K(NAN), out)
-    out = hl.select(hl.is_inf(x), one, out)
-    out = hl.select(hl.is_inf(a), hl.select(hl.is_inf(x), K(NAN), zero), out)
+    out = hl.select(isnan(a) | isnan(x), K(NAN), out)
+    out = hl.select(isinf(x), one, out)
+    out = hl.select(isinf(a), hl.select(isinf(x), K(NAN), zero), out)
     out = hl.select(x == K(0.0), zero, out)
     out = hl.select(a == K(0.0), hl.select(x > K(0.0), one, K(NAN)), out)
     return hl.select((a < K(0.0)) | (x < K(0.0)), K(NAN), out)
@@ -245,7 +255,7 @@ def erfinv64(y: E) -> E:
         err = hl.select(tail, hl.select(x < K(0.0), -err_tail, err_tail), erf64(x) - y)
         x = x - err / slope
     out = hl.select(y == K(1.0), K(INF), hl.select(y == K(-1.0), K(-INF), x))
-    return hl.select((hl.abs(y) > K(1.0)) | hl.is_nan(y), K(NAN), hl.select(y == K(0.0), y, out))
+    return hl.select((hl.abs(y) > K(1.0)) | isnan(y), K(NAN), hl.select(y == K(0.0), y, out))
 
 
 def ndtr64(x: E) -> E:
@@ -261,7 +271,7 @@ def ndtri64(p: E) -> E:
         dens = hl.exp(K(-0.5) * x * x) * K(1.0 / math.sqrt(2 * math.pi))
         x = hl.select(dens > K(0.0), x - (ndtr64(x) - p) / dens, x)
     out = hl.select(p == K(0.0), K(-INF), hl.select(p == K(1.0), K(INF), x))
-    return hl.select((p < K(0.0)) | (p > K(1.0)) | hl.is_nan(p), K(NAN), out)
+    return hl.select((p < K(0.0)) | (p > K(1.0)) | isnan(p), K(NAN), out)
 
 
 def log_ndtr64(x: E) -> E:

@@ -57,7 +57,17 @@ from polyduct_halide.hlpoly import (  # noqa: F401
     shifted_chebyshev_polynomial_v,
     shifted_chebyshev_polynomial_w,
 )
-from polyduct_halide.hlspecial import c, erf, erfc, erfcx, ex, is_float  # noqa: F401
+from polyduct_halide.hlspecial import (  # noqa: F401
+    c,
+    erf,
+    erfc,
+    erfcx,
+    ex,
+    is_float,
+    isfinite,
+    isinf,
+    isnan,
+)
 
 E = Any  # a Halide expression (hl.Expr, FuncRef, ...)
 
@@ -117,9 +127,7 @@ def convert(x: E, dtype: str) -> E:
     if dtype in ("float16", "bfloat16"):
         low = hl.Float(16) if dtype == "float16" else hl.BFloat(16)
         rounded = hl.cast(hl.Float(32), hl.cast(low, x))
-        return (
-            hl.select(hl.is_nan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
-        )
+        return hl.select(isnan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
     return hl.cast(_TYPES[dtype], x)
 
 
@@ -161,7 +169,7 @@ def maximum(a: E, b: E) -> E:
     if a.type().is_bool():
         return a | b
     if is_float(a):
-        return hl.select(hl.is_nan(a) | (a > b), a, b)
+        return hl.select(isnan(a) | (a > b), a, b)
     return hl.max(a, b)
 
 
@@ -171,7 +179,7 @@ def minimum(a: E, b: E) -> E:
     if a.type().is_bool():
         return a & b
     if is_float(a):
-        return hl.select(hl.is_nan(a) | (a < b), a, b)
+        return hl.select(isnan(a) | (a < b), a, b)
     return hl.min(a, b)
 
 
@@ -248,8 +256,8 @@ def fmod(a: E, b: E) -> E:
     """C fmod, and NaN where a / b overflows (as torch's vectorised CPU kernel)."""
     a, b = ex(a), ex(b)
     r = _fmod32(a, b) if a.type().bits() == 32 else _fmod64(a, b)
-    bad = hl.is_inf(a) | hl.is_nan(a) | hl.is_nan(b) | (b == c(b, 0)) | hl.is_inf(a / b)
-    r = hl.select(hl.is_inf(b) & hl.is_finite(a), a, hl.select(bad, c(a, float("nan")), r))
+    bad = isinf(a) | isnan(a) | isnan(b) | (b == c(b, 0)) | isinf(a / b)
+    r = hl.select(isinf(b) & isfinite(a), a, hl.select(bad, c(a, float("nan")), r))
     return hl.select(r == c(r, 0), hl.select(signbit(a), neg(c(r, 0)), c(r, 0)), r)
 
 
@@ -337,8 +345,8 @@ def _hypot(a: E, b: E) -> E:
     big, small = hl.max(a, b), hl.min(a, b)
     ratio = hl.select(big == c(big, 0), c(big, 0), small / big)
     value = big * hl.sqrt(c(big, 1) + ratio * ratio)
-    value = hl.select(hl.is_nan(a) | hl.is_nan(b), a + b, value)
-    return hl.select(hl.is_inf(a) | hl.is_inf(b), c(a, float("inf")), value)
+    value = hl.select(isnan(a) | isnan(b), a + b, value)
+    return hl.select(isinf(a) | isinf(b), c(a, float("inf")), value)
 
 
 def ldexp(x: E, n: E) -> E:
@@ -380,7 +388,7 @@ def _expm1_64(x: E) -> E:
     um1 = u - hl.f64(1.0)
     mid = um1 * (x / hl.log(u))
     small = hl.select(u == hl.f64(1.0), x, hl.select(um1 == hl.f64(-1.0), hl.f64(-1.0), mid))
-    return hl.select(hl.is_inf(u) | hl.is_nan(x), um1, small)
+    return hl.select(isinf(u) | isnan(x), um1, small)
 
 
 def expm1(x: E) -> E:
@@ -392,9 +400,7 @@ def _log1p64(x: E) -> E:
     # Goldberg: log(u) * x / (u - 1) with u = 1 + x rounded.
     u = hl.f64(1.0) + x
     mid = hl.log(u) * (x / (u - hl.f64(1.0)))
-    return hl.select(
-        u == hl.f64(1.0), x, hl.select(hl.is_inf(u) | (u <= hl.f64(0.0)), hl.log(u), mid)
-    )
+    return hl.select(u == hl.f64(1.0), x, hl.select(isinf(u) | (u <= hl.f64(0.0)), hl.log(u), mid))
 
 
 def log1p(x: E) -> E:
@@ -431,7 +437,7 @@ def nextafter(a: E, b: E, width: int, bf16: bool) -> E:
     tiny = hl.select(b > c(b, 0), one, hl.cast(it, 1) | (one << hl.cast(it, width - 1)))
     stepped = hl.select(a == c(a, 0), tiny, stepped)
     out = hl.cast(a.type(), hl.reinterpret(ft, stepped))
-    return hl.select(hl.is_nan(a) | hl.is_nan(b), a + b, hl.select(a == b, b, out))
+    return hl.select(isnan(a) | isnan(b), a + b, hl.select(a == b, b, out))
 
 
 def frexp(x: E) -> tuple[E, E]:
@@ -443,7 +449,7 @@ def frexp(x: E) -> tuple[E, E]:
     big, small = hl.abs(mant) >= 1.0, hl.abs(mant) < 0.5
     mant = hl.select(big, mant * 0.5, hl.select(small, mant * 2.0, mant))
     e = hl.select(big, e + 1, hl.select(small, e - 1, e))
-    special = (x == c(x, 0)) | hl.is_inf(x) | hl.is_nan(x)
+    special = (x == c(x, 0)) | isinf(x) | isnan(x)
     return hl.select(special, x, hl.cast(x.type(), mant)), hl.select(special, hl.i32(0), e)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import ex
+from polyduct_halide.hlspecial import ex, isnan
 
 E = Any
 
@@ -36,7 +36,7 @@ def _highest(t: hl.Type) -> E:
 
 def _nan(x: E) -> E:
     x = ex(x)
-    return hl.is_nan(x) if _is_float(x.type()) else ex(False)
+    return isnan(x) if _is_float(x.type()) else ex(False)
 
 
 def _as_ordered(x: E) -> E:

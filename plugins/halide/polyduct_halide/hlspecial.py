@@ -32,6 +32,39 @@ def is_float(x: E) -> bool:
     return bool(t.is_float() or t.is_bfloat())
 
 
+def _magnitude_bits(x: E) -> tuple[E, int]:
+    """x's bits without the sign, as an integer, and the bit pattern of +inf in that width."""
+    x = ex(x)
+    width = x.type().bits()
+    it = hl.Int(width)
+    bits = hl.reinterpret(it, x) & hl.cast(it, (1 << (width - 1)) - 1)
+    exponent = {16: 5, 32: 8, 64: 11}[width] if not x.type().is_bfloat() else 8
+    return bits, ((1 << exponent) - 1) << (width - 1 - exponent)
+
+
+def isnan(x: E) -> E:
+    """x is NaN, decided on the bits.
+
+    Halide's own `is_nan`/`is_inf`/`is_finite` rewrite their whole argument for strict float
+    semantics and visit shared subexpressions once per use: on the deep DAGs of unrolled special
+    functions that is exponential in time and memory. Integer tests on the bits visit nothing.
+    """
+    bits, inf = _magnitude_bits(x)
+    return bits > hl.cast(bits.type(), inf)
+
+
+def isinf(x: E) -> E:
+    """x is +inf or -inf, decided on the bits (see `isnan`)."""
+    bits, inf = _magnitude_bits(x)
+    return bits == hl.cast(bits.type(), inf)
+
+
+def isfinite(x: E) -> E:
+    """x is neither inf nor NaN, decided on the bits (see `isnan`)."""
+    bits, inf = _magnitude_bits(x)
+    return bits < hl.cast(bits.type(), inf)
+
+
 def w64(x: E) -> E:
     """x widened to float64."""
     return hl.cast(F64, x)
@@ -39,9 +72,9 @@ def w64(x: E) -> E:
 
 def back(x: E, value: E, *others: E) -> E:
     """float64 `value` rounded to x's type; NaN wherever x or one of `others` is NaN."""
-    nan = hl.is_nan(ex(x))
+    nan = isnan(ex(x))
     for other in others:
-        nan = nan | hl.is_nan(ex(other))
+        nan = nan | isnan(ex(other))
     value = hl.select(nan, hl.f64(float("nan")), value)
     return hl.cast(ex(x).type(), value)
 
@@ -76,7 +109,7 @@ def erf64(x: E) -> E:
     small = _erf_series(hl.min(ax, 3.0))
     big = 1.0 - _erfc_cf(hl.max(ax, 3.0)) * hl.exp(-ax * ax)
     mag = hl.select(ax < 3.0, small, big)
-    return hl.select(hl.is_nan(x), x, hl.select(x < 0.0, -mag, mag))
+    return hl.select(isnan(x), x, hl.select(x < 0.0, -mag, mag))
 
 
 def erfc64(x: E) -> E:
@@ -90,7 +123,7 @@ def erfcx64(x: E) -> E:
     big = _erfc_cf(hl.max(x, 2.0))
     mid = hl.exp(x * x) * erfc64(hl.min(x, 2.0))
     out = hl.select(x >= 2.0, big, mid)
-    return hl.select(hl.is_nan(x), x, hl.select(x == float("inf"), hl.f64(0.0), out))
+    return hl.select(isnan(x), x, hl.select(x == float("inf"), hl.f64(0.0), out))
 
 
 def erf(x: E) -> E:

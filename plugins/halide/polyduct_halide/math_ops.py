@@ -229,10 +229,10 @@ class HalideElementwiseOps:
         return self._b(_bool_cmp(x0, ">="), x0, x1, BOOL)
 
     def isnan(self, x0: HVal) -> HVal:
-        return self._u("hl.is_nan({x})", x0, BOOL)
+        return self._u("_m.isnan({x})", x0, BOOL)
 
     def isinf(self, x0: HVal) -> HVal:
-        return self._u("hl.is_inf({x})", x0, BOOL)
+        return self._u("_m.isinf({x})", x0, BOOL)
 
     def signbit(self, x0: HVal) -> HVal:
         return self._u("_m.signbit({x})", x0, BOOL)
