@@ -11,57 +11,10 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlbessel import (  # noqa: F401  (part of `_m` for generated modules)
-    airy_ai,
-    bessel_j0,
-    bessel_j1,
-    bessel_y0,
-    bessel_y1,
-    i0,
-    i0e,
-    i1,
-    i1e,
-    modified_bessel_i0,
-    modified_bessel_i1,
-    modified_bessel_k0,
-    modified_bessel_k1,
-    scaled_modified_bessel_k0,
-    scaled_modified_bessel_k1,
-    spherical_bessel_j0,
-)
-from polyduct_halide.hlgamma import (  # noqa: F401
-    digamma,
-    erfinv,
-    gammainc,
-    gammaincc,
-    igamma,
-    igammac,
-    lgamma,
-    log_ndtr,
-    ndtr,
-    ndtri,
-    polygamma,
-    zeta,
-)
-from polyduct_halide.hlpoly import (  # noqa: F401
-    chebyshev_polynomial_t,
-    chebyshev_polynomial_u,
-    chebyshev_polynomial_v,
-    chebyshev_polynomial_w,
-    hermite_polynomial_h,
-    hermite_polynomial_he,
-    laguerre_polynomial_l,
-    legendre_polynomial_p,
-    shifted_chebyshev_polynomial_t,
-    shifted_chebyshev_polynomial_u,
-    shifted_chebyshev_polynomial_v,
-    shifted_chebyshev_polynomial_w,
-)
 from polyduct_halide.hlspecial import (  # noqa: F401
     c,
     erf,
     erfc,
-    erfcx,
     ex,
     is_float,
     isfinite,

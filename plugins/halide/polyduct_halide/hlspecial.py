@@ -1,7 +1,8 @@
-"""Special functions as Halide expressions, evaluated in float64 and rounded to the input type.
+"""Expression helpers shared by the plugin: NaN/inf tests on the bits, and erf/erfc in float64.
 
-Series and continued fractions are unrolled to a fixed number of terms (Halide expressions have no
-loops); term counts are chosen for full float64 accuracy over the ranges each branch serves.
+The torch.special functions themselves come from `polyduct.decomp` (see `ops.py`); they build on
+the op set, and through it on `erf`/`erfc` here. Series and continued fractions are unrolled to a
+fixed number of terms (Halide expressions have no loops).
 """
 
 from __future__ import annotations
@@ -79,51 +80,86 @@ def back(x: E, value: E, *others: E) -> E:
     return hl.cast(ex(x).type(), value)
 
 
-def at_inf(x: E, value: E, pos: float, neg: float) -> E:
-    """`value`, with torch's results `pos` at +inf and `neg` at -inf."""
-    out = hl.select(x == hl.f64(float("inf")), hl.f64(pos), value)
-    return hl.select(x == hl.f64(float("-inf")), hl.f64(neg), out)
+def exp_neg_sq(x: E) -> E:
+    """exp(-x^2) of a float64 x without the rounding error of x^2 (which exp scales by x^2).
+
+    x = hi + lo with hi holding 26 significant bits, so hi^2 is exact and the rest is small.
+    |x| is capped at 30 (exp(-900) is 0), so infinities give 0; NaN is the caller's to handle.
+    """
+    x = hl.min(hl.abs(x), hl.f64(30.0))
+    split = x * hl.f64(134217729.0)  # 2^27 + 1 (Dekker)
+    hi = split - (split - x)
+    lo = x - hi
+    return hl.exp(-(hi * hi)) * hl.exp(-(lo * (hi + hi + lo)))
 
 
 def _erf_series(x: E) -> E:
-    # erf(x) = 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (1*3*...*(2n+1)); positive terms only.
+    # erf(x) = 2/sqrt(pi) exp(-x^2) sum 2^n x^(2n+1) / (1*3*...*(2n+1)); for |x| <= 1/2.
     x2 = x * x
     term, acc = x, x
-    for n in range(1, 90):
+    for n in range(1, 24):
         term = term * (2.0 * x2) / (2.0 * n + 1.0)
         acc = acc + term
-    return acc * hl.exp(-x2) * hl.f64(2.0 / _SQRT_PI)
+    return acc * exp_neg_sq(x) * hl.f64(2.0 / _SQRT_PI)
 
 
 def _erfc_cf(x: E) -> E:
-    # sqrt(pi) exp(x^2) erfc(x) = 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), for x >= 2.
+    # sqrt(pi) exp(x^2) erfc(x) = 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), for x >= 2.5.
     tail = x
-    for k in range(120, 0, -1):
+    for k in range(60, 0, -1):
         tail = x + (k / 2.0) / tail
     return hl.f64(1.0) / tail / hl.f64(_SQRT_PI)
 
 
+# erfc on [0.5, 2.5) by Taylor series about 8 centres 0.25 apart (|h| <= 1/8): 1 - erf would
+# lose up to 8 bits there, the continued fraction converges too slowly below 2.5.
+_TAYLOR_LOW, _TAYLOR_STEP, _TAYLOR_CENTRES, _TAYLOR_TERMS = 0.5, 0.25, 8, 16
+
+
+def _erfc_taylor_coeffs(x0: float) -> list[float]:
+    """erfc^(n)(x0) / n! for n = 0..TERMS: (-1)^n 2/sqrt(pi) H_{n-1}(x0) exp(-x0^2) / n!."""
+    hermite = [1.0, 2.0 * x0]
+    for n in range(1, _TAYLOR_TERMS):
+        hermite.append(2.0 * x0 * hermite[n] - 2.0 * n * hermite[n - 1])
+    scale = 2.0 / _SQRT_PI * math.exp(-x0 * x0)
+    out = [math.erfc(x0)]
+    for n in range(1, _TAYLOR_TERMS + 1):
+        out.append((-1) ** n * scale * hermite[n - 1] / math.factorial(n))
+    return out
+
+
+_TAYLOR = [
+    _erfc_taylor_coeffs(_TAYLOR_LOW + _TAYLOR_STEP * (k + 0.5)) for k in range(_TAYLOR_CENTRES)
+]
+
+
+def _erfc_taylor(x: E) -> E:
+    """erfc for x in [0.5, 2.5): Horner on the Taylor coefficients of the nearest centre."""
+    k = hl.clamp(hl.cast(hl.Int(32), (x - _TAYLOR_LOW) / _TAYLOR_STEP), 0, _TAYLOR_CENTRES - 1)
+    h = x - (hl.f64(_TAYLOR_LOW + 0.5 * _TAYLOR_STEP) + hl.cast(F64, k) * _TAYLOR_STEP)
+    acc = hl.f64(0.0)
+    for n in range(_TAYLOR_TERMS, -1, -1):
+        acc = acc * h + hl.mux(k, [hl.f64(coeffs[n]) for coeffs in _TAYLOR])
+    return acc
+
+
+def _erfc_pos(x: E) -> E:
+    """erfc for x >= 0.5, relative accuracy (Taylor below 2.5, continued fraction above)."""
+    big = _erfc_cf(hl.max(x, 2.5)) * exp_neg_sq(hl.max(x, 2.5))
+    return hl.select(x >= 2.5, big, _erfc_taylor(hl.min(x, 2.5)))
+
+
 def erf64(x: E) -> E:
-    """erf of a float64 expression."""
+    """erf of a float64 expression: series below |x| = 1/2, 1 - erfc above."""
     ax = hl.abs(x)
-    small = _erf_series(hl.min(ax, 3.0))
-    big = 1.0 - _erfc_cf(hl.max(ax, 3.0)) * hl.exp(-ax * ax)
-    mag = hl.select(ax < 3.0, small, big)
+    mag = hl.select(ax < 0.5, _erf_series(hl.min(ax, 0.5)), 1.0 - _erfc_pos(hl.max(ax, 0.5)))
     return hl.select(isnan(x), x, hl.select(x < 0.0, -mag, mag))
 
 
 def erfc64(x: E) -> E:
-    """erfc of a float64 expression."""
-    big = _erfc_cf(hl.max(x, 2.0)) * hl.exp(-x * x)
-    return hl.select(x >= 2.0, big, 1.0 - erf64(hl.min(x, 2.0)))
-
-
-def erfcx64(x: E) -> E:
-    """exp(x^2) erfc(x) of a float64 expression."""
-    big = _erfc_cf(hl.max(x, 2.0))
-    mid = hl.exp(x * x) * erfc64(hl.min(x, 2.0))
-    out = hl.select(x >= 2.0, big, mid)
-    return hl.select(isnan(x), x, hl.select(x == float("inf"), hl.f64(0.0), out))
+    """erfc of a float64 expression (relative accuracy for x >= 0.5, 1 - erf below)."""
+    out = hl.select(x >= 0.5, _erfc_pos(hl.max(x, 0.5)), 1.0 - erf64(hl.min(x, 0.5)))
+    return hl.select(isnan(x), x, out)
 
 
 def erf(x: E) -> E:
@@ -136,9 +172,4 @@ def erfc(x: E) -> E:
     return back(x, erfc64(w64(x)))
 
 
-def erfcx(x: E) -> E:
-    """Scaled complementary error function."""
-    return back(x, erfcx64(w64(x)))
-
-
-__all__ = ["c", "erf", "erfc", "erfcx", "ex", "is_float"]
+__all__ = ["c", "erf", "erfc", "ex", "is_float", "isfinite", "isinf", "isnan"]

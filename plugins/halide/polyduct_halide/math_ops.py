@@ -1,6 +1,6 @@
 """Elementwise ops as Halide expressions (source text of the Halide Python API).
 
-Ops that Halide lacks or gets wrong for torch's semantics (special functions, NaN-propagating
+Ops that Halide lacks or gets wrong for torch's semantics (erf, NaN-propagating
 max/min, Python-style integer division, shifts past the width) call `_m.<fn>` from
 `polyduct_halide.hlmath`, which the generated module imports.
 """
