@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -76,8 +77,10 @@ def _instructions(args: argparse.Namespace) -> int:
     from bench.checker import EXPECTED, check, failed, load_expected, report, updated
     from bench.instructions import COMPILERS, GRAPHS, measure_all, save
 
-    counts = measure_all(args.graphs or list(GRAPHS), args.compilers or list(COMPILERS), args.jobs)
     RESULTS.mkdir(exist_ok=True)
+    partial = RESULTS / "instructions.partial.json"
+    graphs, compilers = args.graphs or list(GRAPHS), args.compilers or list(COMPILERS)
+    counts = measure_all(graphs, compilers, args.jobs, partial)
     save(RESULTS / "instructions.json", counts)
     expected = load_expected()
     if args.update:
@@ -90,15 +93,22 @@ def _instructions(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from bench.checker import check, failed, load_expected, report
+    from bench.checker import EXPECTED, check, failed, load_expected, report, updated
 
     counts: dict[str, Any] = json.loads(Path(args.results).read_text())
-    verdicts = check(counts, load_expected())
+    expected = load_expected()
+    if args.update:
+        EXPECTED.write_text(json.dumps(updated(counts, expected), indent=2) + "\n")
+        print(f"updated {EXPECTED} from {args.results}")
+        return 0
+    verdicts = check(counts, expected)
     print(report(verdicts))
     return 1 if failed(verdicts) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not torch.cuda.is_available():  # Triton has no CPU driver: kernels run interpreted
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
     rt = sub.add_parser("runtime", help="runtime suite (default)")
@@ -124,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ins.add_argument("--update", action="store_true", help="rewrite the expected results")
     ck = sub.add_parser("check", help="check saved counts against the expected results")
     ck.add_argument("results", nargs="?", default=str(RESULTS / "instructions.json"))
+    ck.add_argument("--update", action="store_true", help="take these counts as expected")
     cw = sub.add_parser("compile-worker")
     cw.add_argument("--workload")
     cw.add_argument("--variant")

@@ -2,8 +2,9 @@
 
 Each benchmark has an expected `count` and a relative `tolerance`. A measurement within the
 tolerance is PASS, below it WIN, above it REGRESSION; a benchmark with no expectation is NEW, one
-that was not measured is MISSING. Any WIN or REGRESSION asks to update *all* changed results at
-once (`python -m bench instructions --update`), so the file never mixes old and new baselines.
+that was not measured is MISSING. Any WIN, REGRESSION or NEW asks to update *all* changed results
+at once (`python -m bench check --update` takes the saved counts, `python -m bench instructions
+--update` measures again), so the file never mixes old and new baselines.
 """
 
 from __future__ import annotations
@@ -61,9 +62,11 @@ def report(verdicts: list[Verdict]) -> str:
     lines = [v.line() for v in verdicts]
     changed = [v for v in verdicts if v.status in ("WIN", "REGRESSION", "NEW")]
     if changed:
+        names = ", ".join(v.name for v in changed)
         lines.append(
-            f"{len(changed)} result(s) changed significantly or are new: if intended, update all "
-            "expected results at once with `python -m bench instructions --update`."
+            f"{len(changed)} result(s) changed significantly or are new ({names}): if intended, "
+            "update all expected results at once with `python -m bench check --update` (the saved "
+            "counts) or `python -m bench instructions --update` (measured again)."
         )
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.variants import by_name as variant_by_name
 from bench.variants import variants
 from bench.workloads import SIZES, by_name
 
@@ -25,7 +26,7 @@ from bench.workloads import SIZES, by_name
 def worker(workload: str, variant: str, size: str) -> None:
     """In a fresh process: compile and run once, print {"seconds": ...} or {"error": ...}."""
     work = by_name([workload])[0]
-    chosen = next(v for v in variants("cpu") if v.name == variant)
+    chosen = variant_by_name("cpu", variant)
     inputs = work.make_inputs(SIZES[size], "cpu")
     try:
         fn = chosen.wrap(work.fn, work.dynamic)

@@ -25,7 +25,7 @@ def runtime_table(doc: dict[str, Any]) -> str:
         "|---|---|---|---:|---:|---:|---|",
     ]
     for r in doc["results"]:
-        note = (r["error"] or "").replace("|", "/")[:90]
+        note = (r["error"] or r.get("skipped") or "").replace("|", "/")[:90]
         rows.append(
             f"| {r['workload']} | {r['size']} | {r['variant']} | {_ms(r['median_s'])} | "
             f"{_x(r['vs_eager'])} | {_x(r['vs_inductor'])} | {note} |"
@@ -46,6 +46,14 @@ def compile_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def _ratio_cell(r: dict[str, Any]) -> str:
+    if r.get("error"):
+        return "err"
+    if r.get("skipped"):
+        return "skip"
+    return _x(r.get("vs_inductor"))
+
+
 def ratio_table(doc: dict[str, Any]) -> str:
     """One row per workload and size, one column per compiled variant: x vs Inductor."""
     res = doc["results"]
@@ -56,10 +64,7 @@ def ratio_table(doc: dict[str, Any]) -> str:
     for work, size in keys:
         by = {r["variant"]: r for r in res if (r["workload"], r["size"]) == (work, size)}
         ind = by.get("inductor", {}).get("median_s")
-        cells = [
-            "err" if by.get(v, {}).get("error") else _x(by.get(v, {}).get("vs_inductor"))
-            for v in variants
-        ]
+        cells = [_ratio_cell(by.get(v, {})) for v in variants]
         rows.append(f"| {work} | {size} | {_ms(ind)} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -82,13 +87,22 @@ def compile_side_by_side(rows: list[dict[str, Any]]) -> str:
 
 
 def instruction_table(counts: dict[str, int | None]) -> str:
-    """graph | polyduct Ir | Inductor Ir | polyduct / Inductor."""
-    out = ["| graph | polyduct Ir | Inductor Ir | polyduct / Inductor |", "|---|---:|---:|---:|"]
-    for graph in dict.fromkeys(name.split("/")[0] for name in sorted(counts)):
-        pd, ind = counts.get(f"{graph}/polyduct"), counts.get(f"{graph}/inductor")
-        ratio = "-" if not pd or not ind else f"1/{ind / pd:.1f}"
-        cells = ["MISSING" if c is None else f"{c:,}" for c in (pd, ind)]
-        out.append(f"| {graph} | {cells[0]} | {cells[1]} | {ratio} |")
+    """Per graph: the compiler proper's Ir for polyduct and Inductor and their ratio, then the
+    same for the whole backend call (`+aot`: with AOTAutograd)."""
+    head = (
+        "| graph | polyduct Ir | Inductor Ir | polyduct / Inductor "
+        "| polyduct+aot Ir | Inductor+aot Ir | polyduct / Inductor (+aot) |"
+    )
+    out = [head, "|---|---:|---:|---:|---:|---:|---:|"]
+    graphs = dict.fromkeys(name.split("/")[0] for name in sorted(counts))
+    for graph in graphs:
+        cells = []
+        for suffix in ("", "+aot"):
+            pd = counts.get(f"{graph}/polyduct{suffix}")
+            ind = counts.get(f"{graph}/inductor{suffix}")
+            cells += ["MISSING" if c is None else f"{c:,}" for c in (pd, ind)]
+            cells.append("-" if not pd or not ind else f"1/{ind / pd:.1f}")
+        out.append(f"| {graph} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

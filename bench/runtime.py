@@ -33,9 +33,13 @@ class Result:
     gbps: float | None = None
     frac_of_copy: float | None = None
     error: str | None = None
+    skipped: str | None = None
 
 
 def _error_text(exc: BaseException) -> str:
+    """The root cause's type and first line (Dynamo wraps a backend's error in its own)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
     last = traceback.format_exception_only(type(exc), exc)[-1].strip()
     return last.splitlines()[0][:300]
 
@@ -83,14 +87,19 @@ def _device(inputs: tuple[Any, ...]) -> str:
 def run_group(
     work: Workload, size: str, variants: list[Variant], device: str, opts: dict[str, Any]
 ) -> list[Result]:
-    """All variants of one workload at one size, timed round-robin."""
-    torch._dynamo.reset()
+    """All variants of one workload at one size, timed round-robin.
+
+    Each compiled variant compiles its own copy of the workload's code (`bench.variants.fresh`),
+    so variants never share Dynamo caches and no Dynamo reset happens between them."""
     n = SIZES[size]
     inputs = work.make_inputs(n, device)
     want = work.fn(*inputs)
     results = {v.name: Result(work.name, size, n, v.name) for v in variants}
     calls = {}
     for v in variants:
+        if not v.runs_at(size):
+            results[v.name].skipped = f"not run above size {v.max_size} on {device}"
+            continue
         call = _prepare(work, v, inputs, want, results[v.name])
         if call is not None:
             calls[v.name] = call

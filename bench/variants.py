@@ -2,19 +2,41 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from bench.workloads import SIZES
+
+# Backends too slow by design for the larger sizes on a CPU: the reference backend is the
+# oracle (a Python loop nest per kernel), Triton on a CPU runs under its interpreter.
+MAX_SIZE_ON_CPU: dict[str, str] = {"polyduct-reference": "medium", "polyduct-triton": "small"}
+
 
 @dataclass(frozen=True)
 class Variant:
-    """A named way to turn a function into a callable (`wrap(fn, dynamic)`)."""
+    """A named way to turn a function into a callable (`wrap(fn, dynamic)`); `max_size` is the
+    largest size it is run at (None: every size)."""
 
     name: str
     wrap: Callable[[Callable[..., Any], bool], Callable[..., Any]]
+    max_size: str | None = None
+
+    def runs_at(self, size: str) -> bool:
+        return self.max_size is None or SIZES[size] <= SIZES[self.max_size]
+
+
+def fresh(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A copy of `fn` with its own code object: each variant gets its own Dynamo cache, so no
+    variant's guards or recompiles touch another's and no Dynamo reset is needed between them."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    return types.FunctionType(
+        fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
 
 
 def _eager(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
@@ -22,7 +44,7 @@ def _eager(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
 
 
 def _inductor(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
-    return torch.compile(fn, backend="inductor", dynamic=dynamic)
+    return torch.compile(fresh(fn), backend="inductor", dynamic=dynamic)
 
 
 def _polyduct(
@@ -32,7 +54,7 @@ def _polyduct(
         opts: dict[str, Any] = {"kernels": kernels}
         if kernel_options:
             opts["kernel_options"] = dict(kernel_options)
-        return torch.compile(fn, backend="polyduct", options=opts, dynamic=dynamic)
+        return torch.compile(fresh(fn), backend="polyduct", options=opts, dynamic=dynamic)
 
     return wrap
 
@@ -59,12 +81,25 @@ def variants(
     then `polyduct-halide-<schedule>` for each Halide schedule asked for (e.g. Adams2019)."""
     found, _ = installed_kernel_backends(device)
     chosen = found if kernels is None else kernels
-    extra = [
-        Variant(f"polyduct-halide-{s}", _polyduct("halide", {"schedule": s}))
+    cpu = device.split(":")[0] == "cpu"
+
+    def limit(name: str) -> str | None:
+        return MAX_SIZE_ON_CPU.get(name) if cpu else None
+
+    named = [(f"polyduct-{k}", _polyduct(k)) for k in chosen] + [
+        (f"polyduct-halide-{s}", _polyduct("halide", {"schedule": s}))
         for s in halide_schedules or []
     ]
-    return (
-        [Variant("eager", _eager), Variant("inductor", _inductor)]
-        + [Variant(f"polyduct-{k}", _polyduct(k)) for k in chosen]
-        + extra
-    )
+    return [Variant("eager", _eager), Variant("inductor", _inductor)] + [
+        Variant(name, wrap, limit(name)) for name, wrap in named
+    ]
+
+
+def by_name(device: str, name: str) -> Variant:
+    """The variant called `name` (`polyduct-halide-<schedule>` names a Halide schedule)."""
+    prefix = "polyduct-halide-"
+    schedules = [name.removeprefix(prefix)] if name.startswith(prefix) else []
+    for variant in variants(device, None, schedules):
+        if variant.name == name:
+            return variant
+    raise SystemExit(f"unknown variant {name!r} on {device}")
