@@ -32,6 +32,7 @@ _EXTRA = (
     aten.native_batch_norm,
     aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit,  # what the no_training decomposition calls (eval mode)
     aten.native_batch_norm_backward,
     aten.embedding,
     aten.embedding_dense_backward,
@@ -53,6 +54,11 @@ _EXTRA = (
     aten.hardswish_backward,
     aten.hardsigmoid_backward,
     aten.mish_backward,
+    aten.native_group_norm,
+    aten.native_group_norm_backward,
+    aten.linalg_vector_norm,
+    aten.repeat,
+    aten._adaptive_avg_pool2d,
 )
 
 # Fused attention kernels stay whole (extern): their decomposed forward does not compute the

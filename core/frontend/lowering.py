@@ -426,6 +426,13 @@ def extern_call(
             )
         )
         return _restride(graph, StorageView(out, graph.buffers[out].layout))
+    if val is None:  # run for its effect only (`aten._assert_async`, say)
+        graph.nodes.append(
+            ExternNode(
+                graph.new_name("node"), op, c_args, c_kwargs, result, (), False, tuple(views)
+            )
+        )
+        return None
     if not isinstance(val, (tuple, list)):
         raise LoweringError(op, node.name, f"extern result {type(val).__name__} is not supported")
     outs: list[str] = []
@@ -455,9 +462,9 @@ def _restride(graph: IRGraph, value: StorageView) -> StorageView:
     Library kernels do not always return the strides their meta functions report (the CPU
     flash-attention kernel, for one); kernels index by the promised strides, so make them true.
     """
-    layout = value.layout
-    if layout.is_contiguous() or not _plain_layout(layout):
+    if value.layout.is_contiguous() or not _plain_layout(value.layout):
         return value
+    layout = replace(value.layout, offset=sympy.Integer(0))  # a fresh tensor starts its storage
     empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
     args = (_sizes(layout.size), _sizes(layout.stride))
     kwargs = (("dtype", layout.dtype), ("device", torch.device(layout.device)))

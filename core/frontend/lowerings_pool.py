@@ -1,4 +1,5 @@
-"""Pooling lowerings: max_pool2d_with_indices as a pointwise value over an unrolled window.
+"""Pooling lowerings: max_pool2d_with_indices and avg_pool2d as pointwise values over an
+unrolled window.
 
 Each output element compares the elements of its window in row-major order, exactly as ATen's
 kernels do: the running maximum starts at the dtype's lowest value and the index at the window's
@@ -17,7 +18,7 @@ import sympy
 import torch
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, is_tensor, lazy
+from polyduct.frontend.values import Ops, cast, is_tensor, lazy
 from polyduct.ir import Expr, Lazy, TensorValue
 
 MAX_WINDOW = 64
@@ -109,13 +110,18 @@ def _loader(ops: Ops, x: TensorValue, coords: list[Expr]) -> Callable[[], Any]:
     return load
 
 
-def _inside(ops: Ops, ih: Expr, iw: Expr, height: Expr, width: Expr) -> Any:
-    def within(i: Expr, size: Expr) -> Any:
-        at = ops.index_expr(i, torch.int64)
-        low = ops.ge(at, ops.constant(0, torch.int64))
-        return ops.and_(low, ops.lt(at, ops.index_expr(sympy.sympify(size), torch.int64)))
+def _inside(
+    ops: Ops, ih: Expr, iw: Expr, height: Expr, width: Expr, top: int = 0, left: int = 0
+) -> Any:
+    """Bool: `top <= ih < top + height` and `left <= iw < left + width`."""
 
-    return ops.and_(within(ih, height), within(iw, width))
+    def within(i: Expr, lo: int, size: Expr) -> Any:
+        at = ops.index_expr(i, torch.int64)
+        low = ops.ge(at, ops.constant(lo, torch.int64))
+        high = ops.index_expr(sympy.sympify(size + lo), torch.int64)
+        return ops.and_(low, ops.lt(at, high))
+
+    return ops.and_(within(ih, top, height), within(iw, left, width))
 
 
 def _costly(value: Lazy, window: int) -> Lazy:
@@ -123,6 +129,58 @@ def _costly(value: Lazy, window: int) -> Lazy:
     return Lazy(value.size, value.dtype, value.device, value.fn, value.cost + 4 * window)
 
 
+def avg_pool2d(
+    ctx: LoweringContext,
+    x: TensorValue,
+    kernel_size: Any,
+    stride: Any = (),
+    padding: Any = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: Any = None,
+) -> Lazy:
+    """Mean of each window, with ATen's divisor: `divisor_override`, else the window's elements
+    inside the padded input (`count_include_pad`) or inside the input itself."""
+    if not is_tensor(x) or len(x.size) not in (3, 4) or not x.dtype.is_floating_point:
+        raise Fallback("avg_pool2d of a 3-d or 4-d float tensor only")
+    kh, kw = _pair(kernel_size, ())
+    sh, sw = _pair(stride, (kh, kw))
+    ph, pw = _pair(padding, ())
+    if kh * kw > MAX_WINDOW:
+        raise Fallback(f"avg_pool2d window of {kh * kw} elements (over {MAX_WINDOW})")
+    height, width = x.size[-2], x.size[-1]
+    masked = bool(ph or pw or ceil_mode)
+    dtype = x.dtype
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        lead, top, left = list(idx[:-2]), idx[-2] * sh - ph, idx[-1] * sw - pw
+        total, count = ops.constant(0.0, acc), ops.constant(0.0, acc)
+        for di in range(kh):
+            for dj in range(kw):
+                ih, iw = top + di, left + dj
+                coords = [*lead, ih, iw]
+                if not masked:
+                    total = ops.add(total, cast(ops, x.load(ops, coords), dtype, acc))
+                    continue
+                valid = _inside(ops, ih, iw, height, width)
+                value = ops.masked(valid, _loader(ops, x, coords), 0.0)
+                total = ops.add(total, cast(ops, value, dtype, acc))
+                counted = _inside(ops, ih, iw, height + 2 * ph, width + 2 * pw, -ph, -pw)
+                counted = counted if count_include_pad else valid
+                count = ops.add(count, ops.to_dtype(counted, acc, src_dtype=torch.bool))
+        if divisor_override:
+            count = ops.constant(float(divisor_override), acc)
+        elif not masked:
+            count = ops.constant(float(kh * kw), acc)
+        return cast(ops, ops.truediv(total, count), acc, dtype)
+
+    return _costly(lazy(ctx.out_size(), dtype, x.device, load, x), kh * kw)
+
+
 def table() -> dict[str, LoweringFn]:
     """The pooling lowerings, by aten overload name."""
-    return {"aten.max_pool2d_with_indices.default": max_pool2d_with_indices}
+    return {
+        "aten.max_pool2d_with_indices.default": max_pool2d_with_indices,
+        "aten.avg_pool2d.default": avg_pool2d,
+    }

@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
+import torch
+import torch.fx
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
 from polyduct.frontend.values import Ops
@@ -140,10 +142,12 @@ def slice_(
     end: Any = None,
     step: int = 1,
 ) -> TensorValue:
-    n = len(x.size)
-    dim = _dim(dim, n)
-    size = ctx.out_size()
-    first = _norm_start(start, x.size[dim])
+    dim = _dim(dim, len(x.size))
+    return _sliced(x, dim, _norm_start(start, x.size[dim]), step, ctx.out_size())
+
+
+def _sliced(x: TensorValue, dim: int, first: Expr, step: Any, size: Sequence[Expr]) -> TensorValue:
+    """Elements `first`, `first + step`, ... of `x` along `dim` (`size` is the result's size)."""
 
     def reindex(idx: Sequence[Expr]) -> list[Expr]:
         out = list(idx)
@@ -159,13 +163,69 @@ def slice_(
     return _view(x, size, reindex, layout)
 
 
+def split_with_sizes(
+    ctx: LoweringContext, x: TensorValue, split_sizes: Sequence[Any], dim: int = 0
+) -> list[TensorValue]:
+    """split / split_with_sizes: consecutive slices along `dim`, each a view."""
+    dim = _dim(dim, len(x.size))
+    parts: list[TensorValue] = []
+    first: Expr = sympy.Integer(0)
+    for i in range(len(ctx.meta)):
+        size = ctx.out_size(i)
+        parts.append(_sliced(x, dim, first, 1, size))
+        first = first + size[dim]
+    return parts
+
+
+def split(ctx: LoweringContext, x: TensorValue, split_size: Any, dim: int = 0) -> list[TensorValue]:
+    return split_with_sizes(ctx, x, [split_size] * len(ctx.meta), dim)
+
+
+def unbind(ctx: LoweringContext, x: TensorValue, dim: int = 0) -> list[TensorValue]:
+    """Every index along `dim`, each a view without that dim."""
+    dim = _dim(dim, len(x.size))
+    return [_selected(x, dim, sympy.Integer(i), ctx.out_size(i)) for i in range(len(ctx.meta))]
+
+
+def diagonal(
+    ctx: LoweringContext, x: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1
+) -> TensorValue:
+    """The diagonal of dims `dim1`, `dim2` (shifted by `offset`) as a new last dim."""
+    n = len(x.size)
+    d1, d2 = _dim(dim1, n), _dim(dim2, n)
+    if d1 == d2:
+        raise Fallback("diagonal of one dim with itself")
+    size = ctx.out_size()
+    rest = [d for d in range(n) if d not in (d1, d2)]
+    row, col = (0, offset) if offset >= 0 else (-offset, 0)
+
+    def reindex(idx: Sequence[Expr]) -> list[Expr]:
+        coords: list[Expr] = [sympy.Integer(0)] * n
+        for d, i in zip(rest, idx[:-1], strict=True):
+            coords[d] = i
+        coords[d1], coords[d2] = idx[-1] + row, idx[-1] + col
+        return coords
+
+    st = _strides(x)
+    layout = None
+    if st is not None:
+        stride = [st[d] for d in rest] + [st[d1] + st[d2]]
+        start = x.layout.offset + row * st[d1] + col * st[d2]  # type: ignore[union-attr]
+        layout = _with(x, size, stride, start)
+    return _view(x, size, reindex, layout)
+
+
 def select(ctx: LoweringContext, x: TensorValue, dim: int, index: Any) -> TensorValue:
     n = len(x.size)
     dim = _dim(dim, n)
     index = sympy.sympify(index)
     if index.is_number and index < 0:
         index = index + x.size[dim]
-    size = ctx.out_size()
+    return _selected(x, dim, index, ctx.out_size())
+
+
+def _selected(x: TensorValue, dim: int, index: Expr, size: Sequence[Expr]) -> TensorValue:
+    """`x` at `index` along `dim`, without that dim."""
 
     def reindex(idx: Sequence[Expr]) -> list[Expr]:
         return [*idx[:dim], index, *idx[dim:]]
@@ -208,9 +268,7 @@ def squeeze(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
 def as_strided(
     ctx: LoweringContext, x: TensorValue, size: Any, stride: Sequence[Any], offset: Any = None
 ) -> TensorValue:
-    base = x if isinstance(x, StorageView) else None
-    if base is None:
-        raise Fallback("as_strided of a computed value")
+    base = x if isinstance(x, StorageView) else _realized_dense(ctx, x)
     new_size = ctx.out_size()
     new_off = base.layout.offset if offset is None else sympy.sympify(offset)
     return StorageView(
@@ -243,6 +301,21 @@ def _unit_layout(x: TensorValue, size: Sequence[Expr]) -> Layout | None:
     if not isinstance(x, StorageView):
         return None
     return _with(x, size, [sympy.Integer(1)] * len(size), x.layout.offset)
+
+
+def _realized_dense(ctx: LoweringContext, x: TensorValue) -> StorageView:
+    """A lazy value computed into a buffer laid out as eager's (contiguous, offset 0) tensor, so
+    as_strided addresses the same storage elements; any other eager layout falls back."""
+    arg = ctx.node.args[0]
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if (
+        not isinstance(val, torch.Tensor)
+        or not all(isinstance(v, int) for v in (*val.shape, val.storage_offset()))
+        or not val.is_contiguous()
+        or val.storage_offset() != 0
+    ):
+        raise Fallback("as_strided of a computed value that eager does not hold contiguously")
+    return ctx.graph.realize(x)
 
 
 def flip(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
@@ -280,6 +353,10 @@ def table() -> dict[str, LoweringFn]:
         "aten.alias.default": alias,
         "aten.flip.default": flip,
         "aten.unfold.default": unfold,
+        "aten.split_with_sizes.default": split_with_sizes,
+        "aten.split.Tensor": split,
+        "aten.unbind.int": unbind,
+        "aten.diagonal.default": diagonal,
         "aten.detach.default": alias,
         "aten.lift_fresh_copy.default": alias,
     }

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .helpers import check, kernels_of
+from .helpers import assert_same, check, compile_fn, kernels_of
 
 LOW = [torch.float32, torch.bfloat16]
 
@@ -113,3 +113,23 @@ def test_small_cnn(backends: tuple[str, str], device: str) -> None:
     # the convolutions are extern calls; relu + max pool, and relu + average pool, fuse
     assert [op for g in graphs for op in g.report.ops()] == ["aten.convolution.default"]
     assert kernels_of(graphs) == 2
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_batch_norm(backends: tuple[str, str], device: str, training: bool) -> None:
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(4).to(device).train(training)
+    with torch.no_grad():
+        bn.running_mean.normal_()
+        bn.running_var.uniform_(0.5, 2.0)
+        bn.weight.normal_()
+        bn.bias.normal_()
+    twin = nn.BatchNorm2d(4).to(device).train(training)
+    twin.load_state_dict(bn.state_dict())
+    x = torch.randn(2, 4, 5, 5, device=device)
+    compiled, graphs = compile_fn(bn, backends)
+    with torch.no_grad():
+        assert_same(compiled(x), twin(x), atol=1e-5)
+    assert_same(bn.running_mean, twin.running_mean)  # updated in place in train mode
+    assert_same(bn.running_var, twin.running_var)
+    assert not [op for g in graphs for op in g.report.ops()]

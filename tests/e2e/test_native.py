@@ -354,3 +354,74 @@ def test_activation_backwards_native(backends: tuple[str, str], device: str) -> 
     fn(x_ref).square().sum().backward()
     assert_same(x.grad, x_ref.grad, atol=1e-4)
     native(graphs)
+
+
+def test_split_unbind_diagonal_views_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(5, 7, device=device)
+
+    def fn(x: torch.Tensor) -> Any:
+        a, b, c = x.split(3, 1)
+        first, *_, last = (x * 2).unbind(0)
+        parts = torch.split(x.t(), [2, 4, 1], 0)
+        return (
+            a * 2,
+            b,
+            c + 1,
+            first - last,
+            parts[1].exp(),
+            x.diagonal() + 1,
+            x.diagonal(2),
+            (x + 1).diagonal(-1),
+            x[None].diagonal(0, 1, 2),
+        )
+
+    native(check(fn, backends, x))
+
+
+def test_extern_view_results_keep_their_offsets(backends: tuple[str, str], device: str) -> None:
+    """Non-contiguous extern results (views at an offset) are copied out correctly."""
+    from polyduct.overrides import OpOverride, Scope
+
+    scope = Scope(ops=(OpOverride("aten.split", extern=True),))
+    x = _edgy(5, 7, device=device)
+    graphs = check(
+        lambda a: [t * 2 for t in a.split(3, 1)], backends, x, options={"overrides": scope}
+    )
+    assert [op for g in graphs for op in g.report.ops()] == ["aten.split.Tensor"]
+
+
+def test_pools_and_norm_decompositions_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(2, 3, 9, 11, device=device)
+    v = _edgy(5, 7, device=device)
+
+    def pools(a: torch.Tensor) -> Any:
+        return (
+            F.avg_pool2d(a, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+            F.avg_pool2d(a, 2),
+            F.avg_pool2d(a, (3, 2), (2, 3), (1, 0), True, True, 5),
+            F.adaptive_avg_pool2d(a, (3, 11)),
+            F.adaptive_avg_pool2d(a, (4, 5)),  # uneven windows
+        )
+
+    native(check(pools, backends, x))
+
+    def norms(a: torch.Tensor) -> Any:
+        return (
+            a.norm(dim=1),
+            torch.linalg.vector_norm(a, 3, dim=0),
+            torch.linalg.vector_norm(a, float("inf")),
+            a.repeat(2, 1, 3),
+            a.flatten().argmin(),
+        )
+
+    native(check(norms, backends, v))
+    g = torch.randn(2, 4, 3, 3, device=device)
+    w, b = torch.randn(4, device=device), torch.randn(4, device=device)
+    native(check(lambda a, w, b: F.group_norm(a, 2, w, b), backends, g, w, b, atol=1e-4))
+
+
+def test_effect_only_extern(backends: tuple[str, str], device: str) -> None:
+    """An op run only for its effect (one_hot's `_assert_async` range check) is an extern call."""
+    i = torch.tensor([1, 4, 0], device=device)
+    graphs = check(lambda i: F.one_hot(i, 5) * 2, backends, i)
+    assert "aten._assert_async.msg" in [op for g in graphs for op in g.report.ops()]
