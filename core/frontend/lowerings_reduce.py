@@ -12,6 +12,7 @@ import torch
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
 from polyduct.frontend.values import Ops, cast, lazy
+from polyduct.indexing import unflatten
 from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue, acc_name
 from polyduct.ops import ReductionType
 
@@ -113,12 +114,31 @@ def _sum_all(ctx: LoweringContext, x: TensorValue, **kwargs: Any) -> Any:
 
 def _arg(rtype: ReductionType) -> LoweringFn:
     def lower(ctx: LoweringContext, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Any:
-        if dim is None and len(x.size) > 1:
-            raise Fallback(f"{rtype} over all dims of a {len(x.size)}-d tensor")
+        n = len(x.size)
+        if dim is None and n > 1:  # over all dims: a flat position in the row-major order
+            (flat,) = reduce_into(
+                ctx, _flattened(x), 0, False, rtype, x.dtype, x.dtype, [torch.int64]
+            )
+            if not keepdim:
+                return flat
+            ones = (sympy.Integer(1),) * n
+            return StorageView(
+                flat.buffer, Layout(ones, ones, flat.layout.offset, torch.int64, x.device)
+            )
         (buf,) = reduce_into(ctx, x, dim, keepdim, rtype, x.dtype, x.dtype, [torch.int64])
         return buf
 
     return lower
+
+
+def _flattened(x: TensorValue) -> TensorValue:
+    """`x` as one row-major dim (a re-indexing value, no copy)."""
+    size = x.size
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return x.load(ops, list(unflatten(idx[0], size)))
+
+    return lazy((sympy.Mul(*size),), x.dtype, x.device, load, x)
 
 
 def _max_min(rtype: ReductionType) -> LoweringFn:

@@ -1,4 +1,4 @@
-"""Scan and sort lowerings: cumsum, cumprod, logcumsumexp (scan stages), sort and topk (sort
+"""Scan and sort lowerings: cumsum, cumprod, logcumsumexp, cummax, cummin (scan stages), sort and topk (sort
 stages carrying the key and its position). The scanned / sorted dim is the node's reduction range,
 every other dim its outer range; results are stored at the input's coordinates."""
 
@@ -94,6 +94,57 @@ def logcumsumexp(ctx: LoweringContext, x: TensorValue, dim: int) -> StorageView:
     return _scan(ctx, x, dim, _logaddexp, ctx.out_dtype())
 
 
+def _cum_extreme(
+    ctx: LoweringContext, x: TensorValue, dim: int, rtype: str
+) -> tuple[StorageView, StorageView]:
+    """cummax / cummin: the running extreme and the position it was last taken at.
+
+    As ATen: a later element is taken when it is >= (cummin: <=) the running one or NaN, so
+    ties and NaNs name their last position, and a NaN stays once reached. The combine is
+    associative (NaN above every value, later positions win ties), as a parallel scan needs.
+    """
+    if not x.size or x.dtype == torch.bool:
+        raise Fallback(f"{rtype} of a 0-d or bool tensor")
+    dim = dim % len(x.size)
+    graph = ctx.graph
+    key = _compute(x.dtype)
+    layouts = (
+        Layout.contiguous(x.size, x.dtype, x.device),
+        Layout.contiguous(x.size, torch.int64, x.device),
+    )
+    values, positions = (graph.add_buffer("computed", lay) for lay in layouts)
+    src_dtype, load, floating = x.dtype, x.load, x.dtype.is_floating_point
+    better = "ge" if rtype == "cummax" else "le"
+
+    def body(ops: Ops, xo: Sequence[Expr], r: Sequence[Expr]) -> None:
+        idx = _coords(dim, xo, r)
+        v = cast(ops, load(ops, idx), src_dtype, key)
+        pos = ops.index_expr(r[0], torch.int64)
+
+        def fn(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+            take = getattr(ops, better)(b[0], a[0])
+            if floating:
+                take = ops.logical_or(take, ops.isnan(b[0]))
+            return ops.where(take, b[0], a[0]), ops.where(take, b[1], a[1])
+
+        sv, si = ops.scan((key, torch.int64), fn, (v, pos))
+        ops.store(values, layouts[0].index(idx), sv)
+        ops.store(positions, layouts[1].index(idx), si)
+
+    outer, red = _split(x, dim)
+    node = ComputeNode(graph.new_name("node"), "scan", outer, red, body, (values, positions))
+    graph.nodes.append(node)
+    return StorageView(values, layouts[0]), StorageView(positions, layouts[1])
+
+
+def cummax(ctx: LoweringContext, x: TensorValue, dim: int) -> tuple[StorageView, StorageView]:
+    return _cum_extreme(ctx, x, dim, "cummax")
+
+
+def cummin(ctx: LoweringContext, x: TensorValue, dim: int) -> tuple[StorageView, StorageView]:
+    return _cum_extreme(ctx, x, dim, "cummin")
+
+
 def _sort(
     ctx: LoweringContext, x: TensorValue, dim: int, descending: bool, stable: bool
 ) -> tuple[StorageView, StorageView]:
@@ -169,6 +220,8 @@ def table() -> dict[str, LoweringFn]:
         "aten.cumsum.default": cumsum,
         "aten.cumprod.default": cumprod,
         "aten.logcumsumexp.default": logcumsumexp,
+        "aten.cummax.default": cummax,
+        "aten.cummin.default": cummin,
         "aten.sort.default": sort,
         "aten.sort.stable": sort_stable,
         "aten.topk.default": topk,

@@ -425,3 +425,31 @@ def test_effect_only_extern(backends: tuple[str, str], device: str) -> None:
     i = torch.tensor([1, 4, 0], device=device)
     graphs = check(lambda i: F.one_hot(i, 5) * 2, backends, i)
     assert "aten._assert_async.msg" in [op for g in graphs for op in g.report.ops()]
+
+
+def test_cummax_cummin_native(backends: tuple[str, str], device: str) -> None:
+    x = torch.randint(0, 3, (4, 9)).float()  # ties everywhere: the last position is named
+    x[1, 2], x[1, 5], x[2, 0], x[3, 4] = float("nan"), float("nan"), -float("inf"), float("inf")
+    ints = torch.randint(-3, 3, (4, 9))
+    ints[0, 3] = torch.iinfo(torch.int64).min
+    x, ints = on(device, x, ints)
+
+    def fn(a: torch.Tensor, i: torch.Tensor) -> Any:
+        return a.cummax(1), a.cummin(0), i.cummax(1), i.cummin(1), a.half().cummax(1)
+
+    native(check(fn, backends, x, ints))
+
+
+def test_arg_reductions_over_all_dims_native(backends: tuple[str, str], device: str) -> None:
+    x = _edgy(4, 3, 5, device=device)
+
+    def fn(a: torch.Tensor, i: torch.Tensor) -> Any:
+        return (
+            a.argmin(),
+            a.argmax(keepdim=True),
+            a.transpose(0, 2).argmax(),
+            i.argmin(),
+            (i * 2).argmax(keepdim=True),
+        )
+
+    native(check(fn, backends, x, torch.randint(0, 3, (3, 4), device=device)))
