@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, Final
 
 import halide as hl
@@ -15,8 +17,9 @@ import polyduct_halide
 from polyduct.cache import default_cache, import_module_file
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
+from polyduct_halide import aot
 from polyduct_halide.codegen import generate
-from polyduct_halide.launch import make_kernel
+from polyduct_halide.launch import make_aot_kernel, make_kernel
 from polyduct_halide.ops import HalideOps
 from polyduct_halide.runtime import AUTOSCHEDULERS
 from polyduct_halide.values import DTYPES
@@ -28,8 +31,8 @@ NOT_APPLICABLE: Final = {
     "Li2018": "emits schedules that write outside the output for scatter updates",
 }
 _SOURCE_FILE = "pipeline.py"
-# One JIT per pipeline source and target per process: Halide's JIT output cannot be persisted.
-_COMPILED: dict[tuple[str, str], KernelFn] = {}
+# Loaded kernels by cache key digest: a second load in the process neither JITs nor dlopens.
+_LOADED: dict[str, KernelFn] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class HalideOptions:
     schedule: str = "default"
     target: str = "host"
     strict_float: bool = True
+    aot: bool = True  # shared libraries in the polyduct cache (JIT when False or without cc)
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
@@ -77,6 +81,8 @@ class HalideOptions:
             "target": "target",
             "halide_target": "target",
             "strict_float": "strict_float",
+            "aot": "aot",
+            "halide_aot": "aot",
         }
         values: dict[str, Any] = {}
         for key, value in options.items():
@@ -103,9 +109,10 @@ class HalideBackend(KernelBackend):
         return {src.name: self._load_one(src) for src in sources}
 
     def _key(self, source: KernelSource) -> dict[str, str]:
+        """Cache key inputs: the source (which names the schedule), versions and the target."""
         return {
             "source": source.source,
-            "halide": str(getattr(hl, "__version__", "")),
+            "halide": version("halide"),
             "polyduct_halide": polyduct_halide.__version__,
             "target": str(self.options.halide_target()),
             "torch": torch.__version__,
@@ -114,14 +121,18 @@ class HalideBackend(KernelBackend):
     def _load_one(self, source: KernelSource) -> KernelFn:
         key = self._key(source)
         digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()
-        memo = (digest, key["target"])
-        if memo in _COMPILED:
-            return _COMPILED[memo]
+        compiler = aot.compiler() if self.options.aot else None
+        memo = f"{digest}:{compiler or 'jit'}"
+        if memo in _LOADED:
+            return _LOADED[memo]
         entry = default_cache().entry("halide", key, _writer(source.source))
         path = entry / _SOURCE_FILE
         module = import_module_file(path, f"polyduct_halide_pipeline_{digest[:24]}")
         try:
-            compiled = module.build(self.options.halide_target())
+            if compiler is None:
+                kernel = make_kernel(module, self._jit(module), self.name)
+            else:
+                kernel = self._load_library(module, key, digest, compiler)
         except Exception as err:  # Halide raises HalideError or RuntimeError from its bindings
             raise KernelCompileError(
                 self.name,
@@ -129,9 +140,29 @@ class HalideBackend(KernelBackend):
                 str(path),
                 f"{type(err).__name__}: {err}\npipeline:\n{source.source}",
             ) from err
-        kernel = make_kernel(module, compiled, self.name)
-        _COMPILED[memo] = kernel
+        _LOADED[memo] = kernel
         return kernel
+
+    def _jit(self, module: ModuleType) -> Any:
+        target = self.options.halide_target()
+        pipeline, arguments = module.build(target)
+        return pipeline.compile_to_callable(arguments, target)
+
+    def _load_library(
+        self, module: ModuleType, key: dict[str, str], digest: str, compiler: str
+    ) -> KernelFn:
+        """The kernel from its cached shared library, compiling and linking it on a miss."""
+        target = self.options.halide_target()
+        runtime = aot.runtime(target)  # loaded globally before any kernel library binds to it
+        fn_name = f"polyduct_halide_{digest[:24]}"
+
+        def build(directory: Path) -> None:
+            pipeline, arguments = module.build(target)
+            aot.compile_library(pipeline, arguments, fn_name, target, directory)
+
+        inputs = {**key, "artifact": aot.LIBRARY, "function": fn_name, "cc": compiler}
+        entry = default_cache().entry("halide-aot", inputs, build)
+        return make_aot_kernel(module, aot.load_function(entry, fn_name), runtime, self.name)
 
 
 def _writer(text: str) -> Any:

@@ -1,7 +1,7 @@
 """KernelSpec -> Python source of a module that builds the kernel's Halide pipeline.
 
-The module defines `build(target)` returning a compiled `hl.Callable`, plus the data the launcher
-needs (`ARGS`, `SIZES`, `OUTPUTS`, `CHECKS`). Each stage body becomes nested functions of the index
+The module defines `build(target)` returning the scheduled `hl.Pipeline` and its arguments, plus
+the data the launcher needs (`ARGS`, `SIZES`, `OUTPUTS`, `CHECKS`). Each stage body becomes nested functions of the index
 variables; outputs are written by scatter updates over an RDom of the stage's iteration space.
 """
 

@@ -397,7 +397,7 @@ def frexp(x: E) -> tuple[E, E]:
     """(mantissa in [0.5, 1), int32 exponent); 0, inf and NaN give (x, 0)."""
     x = ex(x)
     w = hl.cast(hl.Float(64), x)
-    e = hl.cast(hl.Int(32), hl.floor(hl.log(hl.abs(w)) * (1.0 / 0.6931471805599453))) + 1
+    e = hl.cast(hl.Int(32), hl.floor(hl.log(hl.abs(w)) * hl.f64(1.0 / 0.6931471805599453))) + 1
     mant = w * hl.pow(hl.f64(2.0), hl.cast(hl.Float(64), -e))
     big, small = hl.abs(mant) >= 1.0, hl.abs(mant) < 0.5
     mant = hl.select(big, mant * 0.5, hl.select(small, mant * 2.0, mant))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 from collections.abc import Callable, Sequence
 from types import ModuleType
@@ -11,6 +12,8 @@ import halide as hl
 import torch
 
 from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
+from polyduct_halide.aot import Runtime
+from polyduct_halide.aot import buffer as aot_buffer
 from polyduct_halide.trace import CHECK_MAGIC
 
 _VIEW = {torch.bfloat16: torch.int16, torch.bool: torch.uint8}
@@ -33,7 +36,7 @@ def _buffer(tensor: torch.Tensor) -> hl.Buffer:
     return _empty(tensor.dtype) if tensor.numel() == 0 else as_buffer(tensor)
 
 
-def _translate(module: ModuleType, backend: str, error: Exception) -> Exception:
+def _translate(module: ModuleType, backend: str, error: Exception | str) -> Exception:
     text = str(error)
     match = re.search(rf"\b{CHECK_MAGIC} (-?\d+) (-?\d+) (-?\d+)", text)
     if match is None:
@@ -44,15 +47,19 @@ def _translate(module: ModuleType, backend: str, error: Exception) -> Exception:
     return KernelIndexError(module.KERNEL, buffer, int(match.group(2)), int(match.group(3)))
 
 
+def _order(module: ModuleType) -> tuple[int, list[int], list[int]]:
+    """Tensor count, and which tensors are the pipeline's inputs and outputs, in call order."""
+    args: Sequence[tuple[str, str, str, str]] = module.ARGS
+    inputs = [i for i, a in enumerate(args) if a[2] in ("in", "inout")]
+    slot = {a[0]: i for i, a in enumerate(args)}
+    return len(args), inputs, [slot[name] for name in module.OUTPUTS]
+
+
 def make_kernel(
     module: ModuleType, compiled: Callable[..., Any], backend: str
 ) -> Callable[..., None]:
-    """The kernel callable `kernel(*tensors, *sizes)` for a built pipeline module."""
-    args: Sequence[tuple[str, str, str, str]] = module.ARGS
-    n_tensors = len(args)
-    inputs = [i for i, a in enumerate(args) if a[2] in ("in", "inout")]
-    slot = {a[0]: i for i, a in enumerate(args)}
-    outputs = [slot[name] for name in module.OUTPUTS]
+    """The kernel callable `kernel(*tensors, *sizes)` for a JIT-compiled pipeline module."""
+    n_tensors, inputs, outputs = _order(module)
 
     def kernel(*call_args: Any) -> None:
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
@@ -63,6 +70,29 @@ def make_kernel(
             )
         except hl.HalideError as error:
             raise _translate(module, backend, error) from None
+
+    kernel.__name__ = str(module.KERNEL)
+    return kernel
+
+
+def make_aot_kernel(
+    module: ModuleType, fn: Callable[..., int], runtime: Runtime, backend: str
+) -> Callable[..., None]:
+    """The kernel callable `kernel(*tensors, *sizes)` for a pipeline's shared-library entry point."""
+    n_tensors, inputs, outputs = _order(module)
+
+    def kernel(*call_args: Any) -> None:
+        tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
+        bufs = [aot_buffer(t) for t in tensors]  # (buffer, dimension): both live until return
+        runtime.messages.clear()
+        status = fn(
+            *(ctypes.byref(bufs[i][0]) for i in inputs),
+            *(ctypes.c_int32(int(s)) for s in sizes),
+            *(ctypes.byref(bufs[i][0]) for i in outputs),
+        )
+        if status != 0:
+            text = "\n".join(runtime.messages) or f"error code {status}"
+            raise _translate(module, backend, text)
 
     kernel.__name__ = str(module.KERNEL)
     return kernel

@@ -233,11 +233,14 @@ def finish(
     xv: list[hl.Var],
     xr: list[Any],
     estimate: int = _ESTIMATE * _ESTIMATE,
-) -> hl.Callable:
-    """Schedule the pipeline of `outputs` and JIT-compile it; arguments are `params` then outputs."""
+) -> tuple[hl.Pipeline, list[Any]]:
+    """Schedule the pipeline of `outputs`; returns it and its arguments (outputs come after).
+
+    The caller compiles it: JIT (`compile_to_callable`) or ahead of time (`aot.py`).
+    """
     pipeline = hl.Pipeline(outputs)
     if schedule == "default":
         _default_schedule(sched, xv)
     elif schedule != "none":
         _autoschedule(schedule, pipeline, params, outputs, target, estimate)
-    return pipeline.compile_to_callable(params, target)
+    return pipeline, params

@@ -226,3 +226,33 @@ def test_schedule_choice_changes_the_source() -> None:
     auto = HalideBackend(HalideOptions(schedule="Mullapudi2016")).codegen(spec).source
     assert default != auto and "Mullapudi2016" in auto
     assert HalideBackend().codegen(spec).source == default  # deterministic
+
+
+def test_warm_load_uses_the_cached_library_without_compiling(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from polyduct.cache import default_cache
+    from polyduct_halide import aot, backend
+
+    monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
+    spec = _unary_spec("warm")
+    a, out = torch.randn(64), torch.empty(64)
+    run(spec, a, out)
+    assert list((tmp_path / "halide-aot").glob(f"*/{aot.LIBRARY}"))
+    builds = default_cache().builds
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("a warm load compiled the pipeline")
+
+    monkeypatch.setattr(aot, "compile_library", refuse)
+    monkeypatch.setattr(backend, "_LOADED", {})  # as in a new process
+    out2 = torch.empty(64)
+    run(spec, a, out2)
+    assert default_cache().builds == builds
+    torch.testing.assert_close(out2, torch.exp(a) + 1)
+
+
+def test_jit_path_without_aot_agrees() -> None:
+    a, out = torch.randn(64), torch.empty(64)
+    run(_unary_spec("jit"), a, out, options=HalideOptions(aot=False))
+    torch.testing.assert_close(out, torch.exp(a) + 1)

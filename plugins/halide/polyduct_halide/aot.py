@@ -1,0 +1,182 @@
+"""Ahead-of-time pipelines: a shared library per kernel in the polyduct cache, called through ctypes.
+
+A pipeline is compiled to an object file with the `NoRuntime` target feature and linked into
+`libkernel.so`; the Halide runtime (thread pool, error reporting) is one shared library per
+target, loaded once per process with `RTLD_GLOBAL` so every kernel library binds to it. A process
+that finds the library in the cache therefore neither builds the Halide pipeline nor runs LLVM.
+
+The C entry point is `int fn(halide_buffer_t *inputs..., int32_t sizes..., halide_buffer_t
+*outputs...)`; buffers are 1-D views over a tensor's memory from its first element (as the JIT
+path), described by `HalideBuffer` below (the layout of `halide_buffer_t` in HalideRuntime.h).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import halide as hl
+import torch
+
+from polyduct.cache import default_cache
+
+LIBRARY: Final = "libkernel.so"
+_RUNTIME: Final = "libhalide_runtime.so"
+
+
+class HalideDimension(ctypes.Structure):
+    """`halide_dimension_t`."""
+
+    _fields_ = [
+        ("min", ctypes.c_int32),
+        ("extent", ctypes.c_int32),
+        ("stride", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
+class HalideType(ctypes.Structure):
+    """`halide_type_t`: code (0 int, 1 uint, 2 float), bits, lanes."""
+
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class HalideBuffer(ctypes.Structure):
+    """`halide_buffer_t` (host memory only)."""
+
+    _fields_ = [
+        ("device", ctypes.c_uint64),
+        ("device_interface", ctypes.c_void_p),
+        ("host", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("type", HalideType),
+        ("dimensions", ctypes.c_int32),
+        ("dim", ctypes.POINTER(HalideDimension)),
+        ("padding", ctypes.c_void_p),
+    ]
+
+
+# Element types as the pipelines store them (values.py): bf16 as int16 bits, bool as uint8.
+_TYPES: Final[dict[torch.dtype, tuple[int, int]]] = {
+    torch.float16: (2, 16),
+    torch.bfloat16: (0, 16),
+    torch.float32: (2, 32),
+    torch.float64: (2, 64),
+    torch.int8: (0, 8),
+    torch.int16: (0, 16),
+    torch.int32: (0, 32),
+    torch.int64: (0, 64),
+    torch.uint8: (1, 8),
+    torch.bool: (1, 8),
+}
+_SCRATCH = ctypes.create_string_buffer(8)  # host memory of empty tensors (never read or written)
+
+
+def buffer(tensor: torch.Tensor) -> tuple[HalideBuffer, HalideDimension]:
+    """A 1-D buffer over the memory `tensor` addresses from its first element (no copy).
+
+    The dimension is returned too: the buffer points at it, so it must live as long.
+    """
+    code, bits = _TYPES[tensor.dtype]
+    if tensor.numel() == 0:
+        host, extent = ctypes.addressof(_SCRATCH), 1
+    else:
+        host = tensor.data_ptr()
+        extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
+    dim = HalideDimension(0, extent, 1, 0)
+    buf = HalideBuffer(0, None, host, 0, HalideType(code, bits, 1), 1, ctypes.pointer(dim), None)
+    return buf, dim
+
+
+def compiler() -> str | None:
+    """The C compiler that links kernel libraries: `$CC`, else `cc` on the PATH, else None."""
+    return shutil.which(os.environ.get("CC", "cc"))
+
+
+def _link(objects: Sequence[Path], out: Path, libraries: Sequence[str] = ()) -> None:
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler (set CC or install cc) to link Halide objects")
+    cmd = [cc, "-shared", "-o", str(out), *map(str, objects), *libraries]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr}")
+
+
+def aot_target(target: hl.Target) -> hl.Target:
+    """`target` for object files: without the JIT feature, without the runtime."""
+    base = target.without_feature(hl.TargetFeature.JIT)
+    return base.with_feature(hl.TargetFeature.NoRuntime)
+
+
+def compile_library(
+    pipeline: hl.Pipeline, arguments: list[Any], fn_name: str, target: hl.Target, directory: Path
+) -> None:
+    """Compile `pipeline` to `directory/libkernel.so` exporting `fn_name`."""
+    obj = directory / "kernel.o"
+    pipeline.compile_to(
+        {hl.OutputFileType.object: str(obj)}, arguments, fn_name, aot_target(target)
+    )
+    _link([obj], directory / LIBRARY)
+    obj.unlink()
+
+
+class Runtime:
+    """The Halide runtime library of one target, loaded globally; collects error messages."""
+
+    def __init__(self, path: Path) -> None:
+        self.lib = ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
+        self.messages: list[str] = []
+        handler_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+        self._handler = handler_t(self._on_error)  # kept alive as long as the runtime
+        self.lib.halide_set_error_handler.restype = ctypes.c_void_p
+        self.lib.halide_set_error_handler.argtypes = [handler_t]
+        self.lib.halide_set_error_handler(self._handler)
+
+    def _on_error(self, _user_context: int | None, message: bytes | None) -> None:
+        self.messages.append((message or b"").decode(errors="replace"))
+
+
+_RUNTIMES: dict[str, Runtime] = {}
+
+
+def runtime(target: hl.Target) -> Runtime:
+    """The process's runtime for `target`, built into the cache on first use."""
+    # The runtime's own code does not depend on strict floats (and Halide refuses to build it so).
+    base = target.without_feature(hl.TargetFeature.JIT).without_feature(
+        hl.TargetFeature.StrictFloat
+    )
+    key = str(base)
+    if key in _RUNTIMES:
+        return _RUNTIMES[key]
+
+    def build(directory: Path) -> None:
+        obj = directory / "runtime.o"
+        hl.compile_standalone_runtime(str(obj), base)
+        _link([obj], directory / _RUNTIME, ["-lpthread", "-ldl", "-lm"])
+        obj.unlink()
+
+    entry = default_cache().entry(
+        "halide-runtime", {"halide": _halide_version(), "target": key}, build
+    )
+    _RUNTIMES[key] = Runtime(entry / _RUNTIME)
+    return _RUNTIMES[key]
+
+
+def _halide_version() -> str:
+    from importlib.metadata import version
+
+    return version("halide")
+
+
+def load_function(directory: Path, fn_name: str) -> Any:
+    """The entry point `fn_name` of `directory/libkernel.so` (loaded locally)."""
+    lib = ctypes.CDLL(str(directory / LIBRARY))
+    fn = getattr(lib, fn_name)
+    fn.restype = ctypes.c_int
+    return fn
