@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Final, final
+from collections.abc import Callable
+from typing import Any, Final, final
 
 import torch
 
@@ -31,14 +32,36 @@ class TritonOps(
         """Compute dtype of `x` for `polyduct.decomp`: float16/bfloat16 compute in float32."""
         return torch.float32 if x.dtype in LOW_PRECISION else x.dtype
 
-    def digamma(self, x: TritonValue) -> TritonValue:
-        """float16/bfloat16 digamma in float64: near its negative zeros the reflection
-        psi(1 - x) - pi / tan(pi x) cancels about 13 bits, more than float32 can spare."""
-        if x.dtype not in LOW_PRECISION:
-            same: TritonValue = super().digamma(x)
-            return same
-        wide: TritonValue = super().digamma(self.to_dtype(x, torch.float64))
+    def _in_float64(self, fn: Callable[[TritonValue], Any], x: TritonValue) -> TritonValue:
+        """`fn(x)` evaluated on `x` widened to float64, rounded once to `x`'s dtype."""
+        wide: TritonValue = fn(self.to_dtype(x, torch.float64))
         return self.to_dtype(wide, x.dtype)
+
+    # float16/bfloat16 near a zero of these functions: float32 leaves fewer correct bits than the
+    # result needs (psi(-16.734375) came out 3 float16 ulp off; Y0 near 0.8936, 3 subnormal ulp).
+
+    def digamma(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().digamma, x) if x.dtype in LOW_PRECISION else super().digamma(x)
+
+    def bessel_j0(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().bessel_j0, x) if x.dtype in LOW_PRECISION else super().bessel_j0(x)
+
+    def bessel_j1(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().bessel_j1, x) if x.dtype in LOW_PRECISION else super().bessel_j1(x)
+
+    def bessel_y0(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().bessel_y0, x) if x.dtype in LOW_PRECISION else super().bessel_y0(x)
+
+    def bessel_y1(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().bessel_y1, x) if x.dtype in LOW_PRECISION else super().bessel_y1(x)
+
+    def airy_ai(self, x: TritonValue) -> TritonValue:
+        return self._in_float64(super().airy_ai, x) if x.dtype in LOW_PRECISION else super().airy_ai(x)
+
+    def erfc(self, x: TritonValue) -> TritonValue:
+        """float32 compute in float64: between 0.5 and 1.25 erfc is exp(-x^2) * exp(x^2) * (1 - erf),
+        whose float32 roundings reached 5 ulp (erfc(0.5402296))."""
+        return super().erfc(x) if x.dtype == torch.float64 else self._in_float64(super().erfc, x)
 
 
 UNSUPPORTED: Final[dict[str, str]] = {
