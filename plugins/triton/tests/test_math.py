@@ -10,6 +10,10 @@ from typing import Any
 import torch
 from kernels import buf, run, spec
 
+from polyduct.conformance.tolerance import ulp_distance
+
+INF = float("inf")
+
 
 def _binary(tmp: Path, op: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(a)
@@ -97,11 +101,13 @@ def test_nextafter_float16_and_bfloat16_step_in_their_own_format(tmp_path: Path)
         assert torch.equal(got.view(torch.int16), torch.nextafter(x, y).view(torch.int16)), dtype
 
 
-def test_erfc_float32_between_half_and_one_and_a_quarter(tmp_path: Path) -> None:
-    a = torch.linspace(0.5, 1.25, 512)
+def test_erfc_float32_keeps_relative_accuracy(tmp_path: Path) -> None:
+    a = torch.cat([torch.linspace(-3.0, 1.25, 512), torch.linspace(1.25, 10.0, 1024)])
+    a = torch.cat([a, torch.tensor([INF, -INF, 30.0, 100.0])])
     got = _unary(tmp_path, "erfc", a)
     want = torch.special.erfc(a.double()).float()
-    assert torch.equal(got, want), (got - want).abs().max()
+    assert torch.equal(got[:512], want[:512])  # 1 - erf in float64: correctly rounded
+    assert ulp_distance(got[512:], want[512:]).max() <= 4  # exp(-x^2) scaled, down to 1e-44
 
 
 def test_float16_bessel_y0_near_its_first_zero(tmp_path: Path) -> None:
