@@ -183,12 +183,22 @@ class _Names:
         return candidate
 
 
+class _SizePrinter(PythonIndexPrinter):
+    """Size expressions as Python: also `min` / `max` (sympy's Min / Max of sizes)."""
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return f"min({', '.join(self._print(a) for a in expr.args)})"
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return f"max({', '.join(self._print(a) for a in expr.args)})"
+
+
 @dataclass
 class _Renderer:
     """Renders one program; `names` keeps identifiers consistent across the module."""
 
     names: _Names = field(default_factory=_Names)
-    printer: PythonIndexPrinter = field(default_factory=PythonIndexPrinter)
+    printer: PythonIndexPrinter = field(default_factory=_SizePrinter)
     externs: dict[str, str] = field(default_factory=dict)  # qualified op -> variable
 
     def expr(self, value: object) -> str:

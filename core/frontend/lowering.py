@@ -21,7 +21,7 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.indexing import contiguous_strides, size_symbol
+from polyduct.indexing import FloorDiv, ModularIndexing, contiguous_strides, size_symbol
 from polyduct.ir import ComputeNode, ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -57,14 +57,31 @@ def op_name(target: Any) -> str:
 
 
 def sym_expr(value: Any) -> sympy.Expr:
-    """An int or SymInt as a sympy expression over polyduct size symbols."""
+    """An int or SymInt as a sympy expression over polyduct size symbols.
+
+    torch's own integer functions (`FloorDiv`, `CleanDiv`, `ModularIndexing`) become polyduct's
+    (`polyduct.indexing`), which every kernel backend's index printer knows.
+    """
     if isinstance(value, torch.SymInt):
         expr = value.node.expr
         subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
-        return sympy.sympify(expr.xreplace(subs))
+        return _polyduct_functions(sympy.sympify(expr.xreplace(subs)))
     if isinstance(value, (int, sympy.Expr)):
         return sympy.sympify(value)
     raise TypeError(f"not a size: {value!r}")
+
+
+def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:
+    from torch.utils._sympy import functions as torch_fns
+
+    if not expr.args:
+        return expr
+    args = [_polyduct_functions(a) for a in expr.args]
+    if isinstance(expr, torch_fns.FloorDiv):  # CleanDiv is a FloorDiv
+        return FloorDiv(*args)
+    if isinstance(expr, torch_fns.ModularIndexing):
+        return ModularIndexing(*args)
+    return expr.func(*args) if args != list(expr.args) else expr
 
 
 def meta_layout(val: torch.Tensor) -> Layout:
@@ -189,6 +206,9 @@ class GraphLowering:
         if node.target is operator.getitem:
             seq, index = self._args(node.args)
             return seq[index]
+        size = _size_value(node)
+        if size is not None:  # size arithmetic (sym_size, operator.sub, ...): known symbolically
+            return size
         if _mutates(node):
             self._realize_live(node)
         return self._call(node)
@@ -342,6 +362,21 @@ def _mutates(node: torch.fx.Node) -> bool:
     """Whether `node` is an in-place aten op (it writes one of its arguments)."""
     schema = getattr(node.target, "_schema", None)
     return bool(schema is not None and schema.is_mutable)
+
+
+def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
+    """The sympy value of a node computing a size from the graph's size symbols, else None.
+
+    Only for backed symbols (`s0`, ...), which the Wrapper IR defines from the inputs; a
+    data-dependent (unbacked) size is left to the node's lowering or extern call.
+    """
+    val = node.meta.get("val")
+    if not isinstance(val, torch.SymInt):
+        return None
+    expr = sym_expr(val)
+    if all(str(s).startswith("s") for s in expr.free_symbols):
+        return expr
+    return None
 
 
 def _is_view(node: torch.fx.Node) -> bool:

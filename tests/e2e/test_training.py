@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .helpers import assert_same, compile_fn
@@ -76,3 +79,31 @@ def test_cnn_training_gradients(backends: tuple[str, str], device: str) -> None:
     assert_same(grads, [p.grad for p in net.parameters()], atol=1e-4)
     forward = [op for g in graphs if g.graph_name == "forward" for op in g.report.ops()]
     assert "aten.max_pool2d_with_indices.default" not in forward
+
+
+def test_dynamic_shapes_views_pools_scans(backends: tuple[str, str], device: str) -> None:
+    """Size arithmetic, split, unfold, pools, cummax, flat argmin, scatter_reduce, in-place
+    reuse and a diagonal view (its length a Min of sizes) under one dynamic compile."""
+
+    def fn(x: torch.Tensor, idx: torch.Tensor, src: torch.Tensor) -> Any:
+        a, b = x.split([2, x.shape[1] - 2], 1)
+        return (
+            F.max_pool2d(x[None], 2, return_indices=True),
+            F.avg_pool2d(x[None], 3, 2, 1),
+            x.cummax(1),
+            a * 2,
+            b,
+            x.unfold(1, 2, 1).sum(-1),
+            x.argmin(),
+            x.scatter_reduce(1, idx, src, "mean", include_self=False),
+            torch.softmax(x.cumsum(1), 1),
+            x.diagonal(),
+        )
+
+    compiled, graphs = compile_fn(fn, backends, dynamic=True)
+    for rows, cols in ((4, 6), (7, 9), (5, 12)):
+        x, src = torch.randn(rows, cols, device=device), torch.randn(rows, 3, device=device)
+        idx = torch.randint(0, cols, (rows, 3), device=device)
+        assert_same(compiled(x, idx, src), fn(x, idx, src))
+    assert len(graphs) == 1, f"recompiled: {len(graphs)} graphs"
+    assert not [op for g in graphs for op in g.report.ops()]
