@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,9 @@ from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
 from polyduct.wrapper_ir import WrapperProgram
+
+LOG = logging.getLogger("polyduct.frontend")
+"""Logs each compiled graph's kernel count and extern fallbacks (with why) at INFO."""
 
 
 def core_lowerings() -> dict[str, LoweringFn]:
@@ -135,6 +139,13 @@ def compile_graph(
     source = wrapper.render(program)
     compiled = CompiledGraph(
         specs, sources, program, lowering.report, fn, source, graph_name, graph_index
+    )
+    LOG.info(
+        "%s graph %d: %d kernels; extern calls:\n%s",
+        graph_name,
+        graph_index,
+        compiled.kernel_count,
+        lowering.report,
     )
     if options.observer is not None:
         options.observer(compiled)

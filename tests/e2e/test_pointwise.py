@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 import torch
 
@@ -129,3 +132,13 @@ def test_no_inplace_when_input_lives_on(backends: tuple[str, str], device: str) 
 
     graphs = check(fn, backends, torch.randn(5, 3, device=device))
     assert not [ln for g in graphs for ln in g.program.lines if isinstance(ln, Reuse)]
+
+
+def test_fallbacks_are_logged(
+    backends: tuple[str, str], device: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    i = torch.randint(-50, 50, (4, 5), device=device)
+    with caplog.at_level(logging.INFO, logger="polyduct.frontend"):
+        check(lambda i: torch.gcd(i, i.flip(0)) + 1, backends, i)
+    want = r"inference graph 0: \d+ kernels; extern calls:\naten.gcd.default: no lowering"
+    assert re.search(want, caplog.text), caplog.text
