@@ -30,7 +30,8 @@ def _runtime(args: argparse.Namespace) -> int:
 
     done: list[Result] = []
     RESULTS.mkdir(exist_ok=True)
-    partial = RESULTS / "runtime.partial.json"
+    out = Path(args.out or RESULTS / "runtime.json")
+    partial = out.with_suffix(".partial.json")
 
     def report(r: Result) -> None:
         done.append(r)
@@ -38,12 +39,13 @@ def _runtime(args: argparse.Namespace) -> int:
         time_ms = "-" if r.median_s is None else f"{r.median_s * 1e3:.3f} ms"
         ratio = "" if r.vs_eager is None else f" x{r.vs_eager:.2f} vs eager"
         ind = "" if r.vs_inductor is None else f" x{r.vs_inductor:.2f} vs inductor"
-        err = f"  [{r.error}]" if r.error else ""
+        err = f"  [{r.error or r.skipped}]" if r.error or r.skipped else ""
         print(
             f"{r.workload:<20} {r.size:<7} {r.variant:<20} {time_ms}{ratio}{ind}{err}", flush=True
         )
 
     opts = {"rounds": args.rounds, "budget_s": args.budget}
+    load_start = os.getloadavg()
     results = run_suite(by_name(args.workloads), args.sizes, chosen, device, opts, report)
     meta = {
         "torch": torch.__version__,
@@ -52,9 +54,11 @@ def _runtime(args: argparse.Namespace) -> int:
         "threads": torch.get_num_threads(),
         "plugin_load_errors": load_errors,
         "copy_bandwidth_Bps": opts.get("copy_bw"),
+        "cpus": os.cpu_count(),
+        "loadavg_1_5_15_start": load_start,
+        "loadavg_1_5_15_end": os.getloadavg(),
     }
     doc = to_json(results, meta)
-    out = Path(args.out or RESULTS / "runtime.json")
     out.write_text(json.dumps(doc, indent=2) + "\n")
     png = Path(args.png or DOCS_IMG / f"bench-{device.split(':')[0]}.png")
     plot_runtime(doc["results"], png)
@@ -66,10 +70,15 @@ def _runtime(args: argparse.Namespace) -> int:
 
 def _compile(args: argparse.Namespace) -> int:
     from bench.compile_time import run
+    from bench.report import compile_side_by_side
 
+    print(f"load average at start: {os.getloadavg()}", flush=True)
     rows = run(args.workloads, args.size, args.compilers)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "compile_time.json").write_text(json.dumps(rows, indent=2) + "\n")
+    out = Path(args.out or RESULTS / "compile_time.json")
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"load average at end: {os.getloadavg()}; wrote {out}\n")
+    print(compile_side_by_side(rows))
     return 0
 
 
@@ -127,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ct.add_argument("--workloads", nargs="*")
     ct.add_argument("--size", default="small")
     ct.add_argument("--compilers", nargs="*", help="variant names, e.g. inductor polyduct-cpp")
+    ct.add_argument("--out")
     ins = sub.add_parser("instructions", help="compile-time instruction counts (callgrind)")
     ins.add_argument("--graphs", nargs="*")
     ins.add_argument("--compilers", nargs="*")

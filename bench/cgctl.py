@@ -1,12 +1,10 @@
-"""Callgrind client requests from Python: start/stop instrumentation, dump labelled parts.
+"""Callgrind client requests from Python: start/stop instrumentation around one call.
 
 Under `valgrind --tool=callgrind --instr-atstart=no` the process runs uninstrumented (valgrind's
 core only, a few times slower than native) until `start()`; only the code between `start()` and
 `stop()` is instrumented and counted. That makes counting one compile of a big program feasible,
-where `--collect-atstart=no` still instruments (and slows ~50x) the whole process. `dump(label)`
-writes the counts collected since the previous dump as one part file whose description carries
-`label`, and zeroes them, so one run can split a compile into labelled parts. The requests are C
-macros from `valgrind/callgrind.h`, so a tiny shared library is built with the system C compiler
+where `--collect-atstart=no` still instruments (and slows ~50x) the whole process. Counts of
+several start/stop pairs add up in the output's totals. The requests are C macros from `valgrind/callgrind.h`, so a tiny shared library is built with the system C compiler
 once per process and called through ctypes. Outside valgrind the requests are no-ops.
 """
 
@@ -21,7 +19,6 @@ SOURCE = r"""
 #include <valgrind/callgrind.h>
 void pd_cg_start(void) { CALLGRIND_START_INSTRUMENTATION; }
 void pd_cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; }
-void pd_cg_dump(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 """
 
 
@@ -38,17 +35,12 @@ def build(directory: Path) -> Path:
 
 
 class Instrumentation:
-    """`with Instrumentation(lib):` counts only the body under callgrind; `dump` splits it."""
+    """`with Instrumentation(lib):` counts only the body under callgrind."""
 
     def __init__(self, lib: Path | None = None) -> None:
         if lib is None:
             lib = build(Path(tempfile.mkdtemp(prefix="pd_cgctl_")))
         self._lib = ctypes.CDLL(str(lib))
-        self._lib.pd_cg_dump.argtypes = [ctypes.c_char_p]
-
-    def dump(self, label: str) -> None:
-        """Write the counts since the last dump as a part labelled `label`, then zero them."""
-        self._lib.pd_cg_dump(label.encode())
 
     def __enter__(self) -> None:
         self._lib.pd_cg_start()

@@ -2,21 +2,20 @@
 
 Hardware counters are not available here (`perf stat -e instructions:u` reports "not
 supported" in this VM), so counts are callgrind's Ir. Each (graph, compiler) runs in its own
-process under `callgrind --instr-atstart=no`: the process runs uninstrumented until the backend
-is entered, and only the backend call is instrumented (`bench.cgctl`, callgrind client requests).
-Dynamo's tracing, imports and the process start are therefore excluded without a baseline
-subtraction. The backend call is split, in the same run, into two labelled parts: the compiler
-proper (polyduct's `compile_graph`: lowering, scheduling, codegen, wrapper; Inductor's
-`compile_fx_inner`: post-grad passes, lowering, scheduling, codegen, wrapper) and the rest
-(AOTAutograd's tracing and functionalization, decompositions, which both backends share). Each
-benchmark therefore has two entries: `graph/compiler` (the compiler proper) and
-`graph/compiler+aot` (the whole backend call).
+process under `callgrind --instr-atstart=no`: the process runs uninstrumented (valgrind's core
+only) through start-up, imports, warm-up compiles, Dynamo's tracing and AOTAutograd, and only the
+compiler proper is instrumented (`bench.cgctl`, callgrind client requests): polyduct's
+`compile_graph` (lowering, scheduling, kernel codegen, Wrapper IR, wrapper) and Inductor's
+`compile_fx_inner` (post-grad passes, lowering, scheduling, codegen, wrapper), each called once
+per AOTAutograd graph. AOTAutograd, which both backends run before their compiler and which
+dominates small graphs (about 90% of polyduct's backend call on the dynamic pointwise graph),
+is not counted: it is the same torch code for both.
 
 polyduct uses the reference kernel backend (no external compiler); Inductor runs with one
 compile thread, no FX graph cache and a fresh cache directory, and its C++ compiler runs in child
 processes that callgrind does not follow (parent only), so backend compilers are excluded for
-both. Warm-up compiles of another graph (static and dynamic) keep one-time lazy imports out. Graphs are
-compiled under `torch.no_grad()` (inference graphs for both).
+both. Warm-up compiles of another graph (static and dynamic) keep one-time lazy imports out.
+Graphs are compiled under `torch.no_grad()` (inference graphs for both), with PYTHONHASHSEED=0.
 """
 
 from __future__ import annotations
@@ -65,11 +64,8 @@ def _graph(name: str) -> tuple[Callable[..., Any], tuple[Any, ...], bool]:
     raise SystemExit(f"unknown graph {name!r}; known: {GRAPHS}")
 
 
-INSIDE, OUTSIDE = "compiler", "aot"  # labels of the two parts of a backend call
-
-
 def _backend(compiler: str, section: Callable[[], Any]) -> Callable[..., Any]:
-    """The backend for `compiler`, with its compiler proper run inside `section()`."""
+    """The backend for `compiler`, with its compiler proper run inside `with section():`."""
     if compiler == "inductor":
         import torch._inductor.config as inductor_config
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
@@ -124,7 +120,7 @@ def _fresh_warm_up() -> Callable[..., Any]:
 
 def worker(graph: str, compiler: str) -> None:
     """Inside callgrind: warm up, then compile `graph` with instrumentation on only in the
-    backend, dumping the counts at the compiler proper's entry and exit (labelled parts)."""
+    compiler proper, and only for the measured graph."""
     from bench.cgctl import Instrumentation
 
     lib = os.environ.get("PD_CGCTL_LIB")
@@ -133,30 +129,23 @@ def worker(graph: str, compiler: str) -> None:
 
     @contextlib.contextmanager
     def section() -> Iterator[None]:
-        if active:
-            counting.dump(OUTSIDE)
-        try:
+        if not active:
             yield
-        finally:
-            if active:
-                counting.dump(INSIDE)
+            return
+        start = time.perf_counter()
+        with counting:
+            yield
+        print(f"instrumented compile: {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
     real = _backend(compiler, section)
 
     def measured(gm: torch.fx.GraphModule, inputs: list[Any]) -> Any:
         nonlocal active
-        start = time.perf_counter()
         active = True
-        with counting:
-            try:
-                return real(gm, inputs)
-            finally:
-                counting.dump(OUTSIDE)
-                active = False
-                print(
-                    f"instrumented backend call: {time.perf_counter() - start:.1f} s",
-                    file=sys.stderr,
-                )
+        try:
+            return real(gm, inputs)
+        finally:
+            active = False
 
     with torch.no_grad():
         _warm_up(real)
@@ -165,8 +154,8 @@ def worker(graph: str, compiler: str) -> None:
         compiled(*inputs)
 
 
-def measure(graph: str, compiler: str, timeout_s: float = 3 * 3600) -> dict[str, int]:
-    """Instructions (Ir) `compiler` executes compiling `graph`: {INSIDE: ..., OUTSIDE: ...}."""
+def measure(graph: str, compiler: str, timeout_s: float = 3 * 3600) -> int:
+    """Instructions (Ir) the compiler proper of `compiler` executes compiling `graph`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "callgrind.out"
         cmd = [
@@ -200,24 +189,13 @@ def measure(graph: str, compiler: str, timeout_s: float = 3 * 3600) -> dict[str,
             timeout=timeout_s,
             cwd=Path(__file__).parent.parent,
         )
-        parts = [p.read_text() for p in sorted(Path(tmp).glob("callgrind.out*"))]
-        if proc.returncode != 0 or not parts:
+        if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             raise RuntimeError(f"{graph}/{compiler} failed: {' | '.join(tail)}")
-        return sum_parts(parts)
-
-
-def sum_parts(parts: list[str]) -> dict[str, int]:
-    """Ir per label over callgrind part files (`desc: Trigger: Client Request: <label>`);
-    parts without a label (the final dump at exit, uninstrumented) are left out."""
-    sums = {INSIDE: 0, OUTSIDE: 0}
-    for text in parts:
-        match = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.MULTILINE)
-        if match is not None and match.group(1) in sums:
-            sums[match.group(1)] += parse_totals(text)
-    if sums[INSIDE] == 0:
-        raise RuntimeError("callgrind dumped no compiler part (the compiler was not entered)")
-    return sums
+        count = parse_totals(out.read_text())
+        if count == 0:
+            raise RuntimeError(f"{graph}/{compiler}: nothing counted (compiler not entered)")
+        return count
 
 
 def parse_totals(text: str) -> int:
@@ -232,51 +210,39 @@ def parse_totals(text: str) -> int:
     raise RuntimeError("callgrind output has no totals line")
 
 
-def entries(graph: str, compiler: str, parts: dict[str, int] | None) -> dict[str, int | None]:
-    """The two benchmark entries of one measurement: the compiler proper and the whole call."""
-    if parts is None:
-        return {f"{graph}/{compiler}": None, f"{graph}/{compiler}+aot": None}
-    return {
-        f"{graph}/{compiler}": parts[INSIDE],
-        f"{graph}/{compiler}+aot": parts[INSIDE] + parts[OUTSIDE],
-    }
-
-
-def _measure_one(graph: str, compiler: str) -> dict[str, int | None]:
+def _measure_one(name: str) -> int | None:
+    graph, compiler = name.split("/")
     try:
-        parts: dict[str, int] | None = measure(graph, compiler)
+        count: int | None = measure(graph, compiler)
     except (RuntimeError, subprocess.TimeoutExpired) as err:
-        print(f"{graph}/{compiler}: {err}", file=sys.stderr)
-        parts = None
-    print(f"measured {graph}/{compiler}: {parts}", file=sys.stderr, flush=True)
-    return entries(graph, compiler, parts)
+        print(f"{name}: {err}", file=sys.stderr)
+        count = None
+    print(f"measured {name}: {count}", file=sys.stderr, flush=True)
+    return count
 
 
 def measure_all(
     graphs: list[str], compilers: list[str], jobs: int = 1, partial: Path | None = None
 ) -> dict[str, int | None]:
-    """Counts by `graph/compiler` and `graph/compiler+aot`, `jobs` processes at a time (all of
-    one compiler first); None (reported) for a failure.
+    """Counts by `graph/compiler` (all graphs of one compiler first), `jobs` processes at a
+    time; None (reported) for a failure.
 
     Ir counts do not depend on machine load, so running several at once changes no result.
     Each finished count is also merged into `partial` (a JSON file) as soon as it is known.
     """
-    runs = [(graph, compiler) for compiler in compilers for graph in graphs]
+    names = [f"{graph}/{compiler}" for compiler in compilers for graph in graphs]
     lock = threading.Lock()
 
-    def one(run: tuple[str, str]) -> dict[str, int | None]:
-        counts = _measure_one(*run)
+    def one(name: str) -> int | None:
+        count = _measure_one(name)
         if partial is not None:
             with lock:
                 old = json.loads(partial.read_text()) if partial.exists() else {}
-                save(partial, {**old, **counts})
-        return counts
+                save(partial, {**old, name: count})
+        return count
 
-    out: dict[str, int | None] = {}
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for counts in pool.map(one, runs):
-            out.update(counts)
-    return out
+        return dict(zip(names, pool.map(one, names), strict=True))
 
 
 def save(path: Path, counts: dict[str, int | None]) -> None:

@@ -87,22 +87,13 @@ def compile_side_by_side(rows: list[dict[str, Any]]) -> str:
 
 
 def instruction_table(counts: dict[str, int | None]) -> str:
-    """Per graph: the compiler proper's Ir for polyduct and Inductor and their ratio, then the
-    same for the whole backend call (`+aot`: with AOTAutograd)."""
-    head = (
-        "| graph | polyduct Ir | Inductor Ir | polyduct / Inductor "
-        "| polyduct+aot Ir | Inductor+aot Ir | polyduct / Inductor (+aot) |"
-    )
-    out = [head, "|---|---:|---:|---:|---:|---:|---:|"]
-    graphs = dict.fromkeys(name.split("/")[0] for name in sorted(counts))
-    for graph in graphs:
-        cells = []
-        for suffix in ("", "+aot"):
-            pd = counts.get(f"{graph}/polyduct{suffix}")
-            ind = counts.get(f"{graph}/inductor{suffix}")
-            cells += ["MISSING" if c is None else f"{c:,}" for c in (pd, ind)]
-            cells.append("-" if not pd or not ind else f"1/{ind / pd:.1f}")
-        out.append(f"| {graph} | " + " | ".join(cells) + " |")
+    """graph | polyduct Ir | Inductor Ir | polyduct / Inductor (the compilers proper)."""
+    out = ["| graph | polyduct Ir | Inductor Ir | polyduct / Inductor |", "|---|---:|---:|---:|"]
+    for graph in dict.fromkeys(name.split("/")[0] for name in sorted(counts)):
+        pd, ind = counts.get(f"{graph}/polyduct"), counts.get(f"{graph}/inductor")
+        ratio = "-" if not pd or not ind else f"1/{ind / pd:.1f}"
+        cells = ["MISSING" if c is None else f"{c:,}" for c in (pd, ind)]
+        out.append(f"| {graph} | {cells[0]} | {cells[1]} | {ratio} |")
     return "\n".join(out)
 
 

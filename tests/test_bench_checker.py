@@ -12,12 +12,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is not installed
 
 from bench.checker import check, failed, report, updated
-from bench.instructions import entries, parse_totals, sum_parts
+from bench.instructions import parse_totals
 
 OPS = [("add", "x", "y"), ("mul", "t0", "z"), ("relu", "t1", None)] * 20
 
@@ -98,39 +96,14 @@ def test_parse_callgrind_totals() -> None:
     assert parse_totals("events: Ir\nsummary: 77\n") == 77
 
 
-def _part(label: str | None, total: int) -> str:
-    desc = "Program termination" if label is None else f"Client Request: {label}"
-    return f"version: 1\ncreator: callgrind\ndesc: Trigger: {desc}\nevents: Ir\ntotals: {total}\n"
-
-
-def test_callgrind_parts_split_compiler_from_the_rest() -> None:
-    parts = [_part("aot", 700), _part("compiler", 40), _part("aot", 60), _part(None, 5)]
-    sums = sum_parts(parts)
-    assert sums == {"compiler": 40, "aot": 760}
-    assert entries("g", "polyduct", sums) == {"g/polyduct": 40, "g/polyduct+aot": 800}
-    assert entries("g", "inductor", None) == {"g/inductor": None, "g/inductor+aot": None}
-
-
-def test_callgrind_parts_without_a_compiler_part_are_an_error() -> None:
-    with pytest.raises(RuntimeError, match="no compiler part"):
-        sum_parts([_part("aot", 700), _part(None, 5)])
-
-
 def test_instruction_table_ratio_and_missing() -> None:
     from bench.report import instruction_table
 
     text = instruction_table(
-        {
-            "g/polyduct": 100,
-            "g/inductor": 2500,
-            "g/polyduct+aot": 1000,
-            "g/inductor+aot": 4000,
-            "h/polyduct": None,
-            "h/inductor": 7,
-        }
+        {"g/polyduct": 100, "g/inductor": 2500, "h/polyduct": None, "h/inductor": 7}
     )
-    assert "| g | 100 | 2,500 | 1/25.0 | 1,000 | 4,000 | 1/4.0 |" in text
-    assert "| h | MISSING | 7 | - | MISSING | MISSING | - |" in text
+    assert "| g | 100 | 2,500 | 1/25.0 |" in text
+    assert "| h | MISSING | 7 | - |" in text
 
 
 def test_ratio_table_marks_errors() -> None:
