@@ -189,27 +189,64 @@ def _fmod32(a: E, b: E) -> E:
     return hl.cast(hl.Float(32), hl.select(signbit(a), -mag, mag))
 
 
+def _ilogb64(x: E) -> E:
+    """floor(log2(|x|)) of a finite non-zero float64, exact (subnormals included)."""
+    bits = hl.reinterpret(hl.Int(64), x)
+    field = hl.cast(hl.Int(32), (bits >> 52) & 0x7FF)
+    scaled = hl.reinterpret(hl.Int(64), x * hl.f64(2.0**64))
+    sub = hl.cast(hl.Int(32), (scaled >> 52) & 0x7FF) - 64
+    return hl.select(field == 0, sub, field) - 1023
+
+
+def _pow2_64(k: E) -> E:
+    """2^k for an int32 k in [-1022, 1023], built from the bits."""
+    return hl.reinterpret(hl.Float(64), hl.cast(hl.Int(64), k + 1023) << 52)
+
+
+def _scale64(x: E, k: E) -> E:
+    """x * 2^k for 0 <= k <= 2100 (exact while the result is finite), in three safe steps."""
+    k1 = hl.min(k, 1000)
+    k2 = hl.min(k - k1, 1000)
+    return x * _pow2_64(k1) * _pow2_64(k2) * _pow2_64(k - k1 - k2)
+
+
+_FMOD_BITS = 25  # quotient bits removed per reduction step: q * (26-bit half of b) stays exact
+_FMOD_STEPS = (2098 + _FMOD_BITS - 1) // _FMOD_BITS + 1  # float64 exponents span 2^-1074..2^1023
+
+
+def _fmod_step(r: E, bs: E) -> E:
+    """r - trunc(r / bs) * bs exactly, for bs <= r < 2^(_FMOD_BITS + 1) * bs; result in [0, bs).
+
+    q has at most 26 bits, so with bs = hi + lo (hi its top 26 bits) Dekker's error term
+    (q*hi - p) + q*lo of the product p = q*bs is exact, r - p is exact (Sterbenz), and the
+    remainder is representable. A quotient rounded up by one leaves a tiny negative remainder.
+    """
+    q = hl.trunc(r / bs)
+    p = q * bs
+    hi, lo = _split64(bs)
+    rem = (r - p) - ((q * hi - p) + q * lo)
+    rem = hl.select(rem < hl.f64(0.0), rem + bs, rem)
+    return hl.select(rem >= bs, rem - bs, rem)
+
+
 def _fmod64(a: E, b: E) -> E:
-    # r = a - q*b with the product's rounding error recovered (Dekker), exact while q < 2^53.
-    q = hl.trunc(a / b)
-    p = q * b
-    split = hl.f64(134217729.0)
-    qh = q * split - (q * split - q)
-    bh = b * split - (b * split - b)
-    err = ((qh * bh - p) + qh * (b - bh) + (q - qh) * bh) + (q - qh) * (b - bh)
-    r = (a - p) - err
-    zero = hl.f64(0.0)
-    step = hl.select(signbit(a), -hl.abs(b), hl.abs(b))
-    r = hl.select((r != zero) & (signbit(r) != signbit(a)), r + step, r)
-    r = hl.select(hl.abs(r) >= hl.abs(b), r - step, r)
-    return hl.select(hl.abs(a) < hl.abs(b), a, r)
+    # Exact: |a| is reduced by b * 2^s, s shrinking by _FMOD_BITS per step (b * 2^s is a multiple
+    # of b, so the remainder is unchanged), each step exact by splitting b into two halves.
+    r, big = hl.abs(a), hl.abs(b)
+    r = hl.select(isfinite(r) & isfinite(big) & (big > hl.f64(0.0)), r, hl.f64(0.0))
+    eb = _ilogb64(hl.select(big > hl.f64(0.0), big, hl.f64(1.0)))
+    for _ in range(_FMOD_STEPS):
+        er = _ilogb64(hl.select(r > hl.f64(0.0), r, hl.f64(1.0)))
+        shift = hl.max(er - eb - _FMOD_BITS, 0)
+        r = hl.select(r >= big, _fmod_step(r, _scale64(big, shift)), r)
+    return hl.select(signbit(a), -r, r)
 
 
 def fmod(a: E, b: E) -> E:
-    """C fmod, and NaN where a / b overflows (as torch's vectorised CPU kernel)."""
+    """C fmod, exact (sign of a); NaN for inf or NaN a and for NaN or zero b."""
     a, b = ex(a), ex(b)
     r = _fmod32(a, b) if a.type().bits() == 32 else _fmod64(a, b)
-    bad = isinf(a) | isnan(a) | isnan(b) | (b == c(b, 0)) | isinf(a / b)
+    bad = isinf(a) | isnan(a) | isnan(b) | (b == c(b, 0))
     r = hl.select(isinf(b) & isfinite(a), a, hl.select(bad, c(a, float("nan")), r))
     return hl.select(r == c(r, 0), hl.select(signbit(a), neg(c(r, 0)), c(r, 0)), r)
 
@@ -234,15 +271,6 @@ def copysign(a: E, b: E) -> E:
     return hl.reinterpret(a.type(), bits)
 
 
-def cosh(x: E) -> E:
-    """cosh; float32 overflows where exp(|x|) does, as torch's float32 kernel."""
-    x = ex(x)
-    out = via64(hl.cosh, x)
-    if x.type().bits() == 32:
-        out = hl.select(hl.abs(x) > hl.f32(88.72283935546875), hl.f32(float("inf")), out)
-    return out
-
-
 def via64(fn: Callable[..., E], *xs: E) -> E:
     """fn evaluated in float64 (libm accuracy and special values) and rounded back."""
     x = ex(xs[0])
@@ -252,12 +280,47 @@ def via64(fn: Callable[..., E], *xs: E) -> E:
 
 
 def fma(x: E, y: E, z: E) -> E:
-    """x * y + z with one rounding for float32 (through float64)."""
+    """x * y + z with one rounding: float32 through float64, float64 by error-free transforms."""
     x = ex(x)
     if is_float(x) and x.type().bits() == 32:
         w = hl.Float(64)
         return hl.cast(x.type(), hl.cast(w, x) * hl.cast(w, y) + hl.cast(w, z))
+    if is_float(x) and x.type().bits() == 64:
+        return _fma64(x, ex(y), ex(z))
     return x * y + z
+
+
+def _split64(x: E) -> tuple[E, E]:
+    """x = hi + lo with hi the top 26 significant bits (mask, so no overflow)."""
+    hi = hl.reinterpret(hl.Float(64), hl.reinterpret(hl.Int(64), x) & hl.i64(-(1 << 27)))
+    return hi, x - hi
+
+
+def _two_sum(a: E, b: E) -> tuple[E, E]:
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _fma64(x: E, y: E, z: E) -> E:
+    # Boldo-Melquiond: x*y = ph + pl exactly (Dekker), ph + z = sh + sl exactly (Knuth), then
+    # RN(sh + RO(pl + sl)) with RO rounding to odd: one correct rounding of x*y + z. Products or
+    # sums near overflow or underflow, and non-finite inputs, take the plain (two-rounding) path.
+    ph = x * y
+    xh, xl = _split64(x)
+    yh, yl = _split64(y)
+    pl = ((xh * yh - ph) + xh * yl + xl * yh) + xl * yl
+    sh, sl = _two_sum(ph, z)
+    u, err = _two_sum(pl, sl)
+    ubits = hl.reinterpret(hl.Int(64), u)
+    even = (ubits & 1) == 0
+    toward = hl.select((err > hl.f64(0.0)) == (u > hl.f64(0.0)), ubits + 1, ubits - 1)
+    odd = hl.select((err != hl.f64(0.0)) & even & (u != hl.f64(0.0)), toward, ubits)
+    fused = sh + hl.reinterpret(hl.Float(64), odd)
+    mags = hl.max(hl.max(hl.abs(ph), hl.abs(z)), hl.abs(sh))
+    tiny = hl.min(hl.abs(x), hl.abs(y))
+    safe = (mags < hl.f64(2.0**990)) & (hl.abs(ph) > hl.f64(2.0**-960)) & (tiny > hl.f64(0.0))
+    return hl.select(safe & isfinite(z), fused, x * y + z)
 
 
 def mul_rn(x: E, y: E) -> E:

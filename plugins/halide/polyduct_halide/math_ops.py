@@ -115,7 +115,8 @@ class HalideElementwiseOps:
         return self._b("_m.copysign({a}, {b})", x0, x1)
 
     def nextafter(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b(f"_m.nextafter({{a}}, {{b}}, {max(32, bits(x0.dtype))}, False)", x0, x1)
+        bf16 = x0.dtype == torch.bfloat16
+        return self._b(f"_m.nextafter({{a}}, {{b}}, {bits(x0.dtype)}, {bf16})", x0, x1)
 
     def ldexp(self, x0: HVal, n: HVal) -> HVal:
         return self._b("_m.ldexp({a}, {b})", x0, n)
@@ -168,7 +169,7 @@ class HalideElementwiseOps:
         return self._u("_m.via64(hl.sinh, {x})", x0)
 
     def cosh(self, x0: HVal) -> HVal:
-        return self._u("_m.cosh({x})", x0)
+        return self._u("_m.via64(hl.cosh, {x})", x0)
 
     def tanh(self, x0: HVal) -> HVal:
         return self._u("_m.via64(hl.tanh, {x})", x0)
