@@ -25,11 +25,15 @@ def kernel_symbol(name: str) -> str:
 
 
 def _trace(
-    spec: KernelSpec, options: CppOptions, flatten: dict[sympy.Symbol, sympy.Expr]
+    spec: KernelSpec,
+    options: CppOptions,
+    flatten: dict[sympy.Symbol, sympy.Expr],
+    row_cache: bool = False,
 ) -> tuple[StageEmitter, list[StageState]]:
     emitter = StageEmitter(spec, options.check_indices)
     emitter.lanes = options.simd_lanes
     emitter.flatten = flatten
+    emitter.row_cache = row_cache
     ops = CppOps(emitter)
     xs = index_vars("x", len(spec.ranges))
     rs = index_vars("r", len(spec.reduction_ranges))
@@ -81,9 +85,40 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         elif spec.kind == "pointwise":
             _pointwise(out, states, ndim, options)
         else:
-            _per_row(out, emitter, states, len(spec.ranges), options)
+            _rows(out, spec, options, emitter, states)
     out.line("}")
     return out.getvalue(), list(emitter.sites)
+
+
+def _rows(
+    out: IndentedBuffer,
+    spec: KernelSpec,
+    options: CppOptions,
+    emitter: StageEmitter,
+    states: list[StageState],
+) -> None:
+    """The per-row loops; with the row cache where rows are short (a runtime choice when the
+    row length is symbolic)."""
+    rnumel = sympy.Mul(*spec.reduction_ranges)
+    limit = options.row_cache_limit
+    static = rnumel.is_Integer
+    if len(spec.stages) < 2 or (static and not 0 < int(rnumel) <= limit):
+        _per_row(out, emitter, states, len(spec.ranges), options)
+        return
+    cached, cached_states = _trace(spec, options, {}, row_cache=True)
+    if not cached.row_arrays or cached.row_cache_unsafe:
+        _per_row(out, emitter, states, len(spec.ranges), options)
+        return
+    if static:
+        _per_row(out, cached, cached_states, len(spec.ranges), options)
+        return
+    out.line(f"if (pd_rnumel <= {limit}) {{")
+    with out.indent():
+        _per_row(out, cached, cached_states, len(spec.ranges), options)
+    out.line("} else {")
+    with out.indent():
+        _per_row(out, emitter, states, len(spec.ranges), options)
+    out.line("}")
 
 
 def _sizes(
@@ -197,6 +232,7 @@ def _per_row(
     options: CppOptions,
 ) -> None:
     loop = IndentedBuffer()
+    _row_arrays(loop, emitter)
     loop.line("for (int64_t pd_xf = pd_lo; pd_xf < pd_hi; ++pd_xf) {")
     with loop.indent():
         _decompose(loop, "pd_xf", "x", "pd_n", ndim)
@@ -213,6 +249,20 @@ def _per_row(
             loop.line("}")
     loop.line("}")
     _split(out, options, "pd_xnumel", "pd_xnumel * pd_rnumel", loop)
+
+
+_STACK_ROW_BYTES = 32768  # row-cache arrays up to this size live on the stack
+
+
+def _row_arrays(out: IndentedBuffer, emitter: StageEmitter) -> None:
+    """Declare the row-cache arrays (one row each, reused by every row a thread runs)."""
+    rnumel = sympy.Mul(*emitter.spec.reduction_ranges)
+    for array, ctype in emitter.row_arrays:
+        if rnumel.is_Integer and int(rnumel) * 8 <= _STACK_ROW_BYTES:
+            out.line(f"alignas(64) {ctype} {array}[{int(rnumel)}];")
+        else:
+            out.line(f"std::unique_ptr<{ctype}[]> {array}_buf(new {ctype}[pd_rnumel]);")
+            out.line(f"{ctype}* __restrict__ {array} = {array}_buf.get();")
 
 
 def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: bool) -> None:
@@ -243,6 +293,8 @@ def _lane_blocks(
     body = state.body.getvalue().splitlines()
     out.line(f"for (int64_t pd_rb = {lo}; pd_rb < {hi}; pd_rb += {lanes}) {{")
     with out.indent():
+        for _, acc in state.accs:
+            out.line(f"{acc}.prepare();")
         out.line("" if state.no_simd else "#pragma omp simd")
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():
@@ -301,12 +353,10 @@ def _reduce_stage(
         _threaded_blocks(out, state, rdim, lanes, options)
     else:
         _lane_blocks(out, state, rdim, lanes, "0", "pd_rmain")
-    _r_loop(out, rdim, "pd_rmain", ["const int64_t pd_l = 0;", *body], False)
-    out.line(f"for (int64_t pd_l = 1; pd_l < {lanes}; ++pd_l) {{")
-    with out.indent():
-        for _, acc in state.accs:
-            out.line(f"{acc}.merge(0, {acc}, pd_l);")
-    out.line("}")
+    prepare = [f"{acc}.prepare();" for _, acc in state.accs]
+    _r_loop(out, rdim, "pd_rmain", ["const int64_t pd_l = 0;", *prepare, *body], False)
+    for _, acc in state.accs:
+        out.line(f"pd_fold<{lanes}>({acc});")
     _emit_lines(out, state.post.getvalue())
 
 

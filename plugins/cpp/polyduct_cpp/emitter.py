@@ -5,9 +5,10 @@ live in `StageEmitter` (stage.py), which subclasses this.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import sympy
 import torch
@@ -29,6 +30,12 @@ from polyduct_cpp.ctypes_map import (
 )
 
 ASSIGN = "auto {name} = {expr};"
+_IDENT: Final = re.compile(r"[A-Za-z_]\w*")
+# A call of one of these is cheap: recomputing it beats a round trip through a row array.
+_CHEAP_CALLS: Final = frozenset(
+    {"static_cast", "std::abs", "std::fabs", "std::min", "std::max", "pd_maximum", "pd_minimum"}
+)
+_CALL: Final = re.compile(r"((?:std::)?[A-Za-z_]\w*)\(")
 
 
 @dataclass
@@ -55,6 +62,21 @@ class StageState:
     sort_descending: bool | None = None
     no_simd: bool = False
     split_threads: bool = True  # may a reduce stage split one row across threads
+    index: int = 0  # position among the kernel's stages
+
+
+@dataclass(frozen=True)
+class RowValue:
+    """A value an inner/reduce stage computed for every reduction index (a row-cache candidate)."""
+
+    name: str
+    dtype: torch.dtype
+    state: StageState
+
+
+def _expensive(expr: str) -> bool:
+    """Whether `expr` itself calls a function worth keeping rather than recomputing (exp, ...)."""
+    return any(m.group(1) not in _CHEAP_CALLS for m in _CALL.finditer(expr))
 
 
 class Emitter:
@@ -77,10 +99,23 @@ class Emitter:
         self._count = 0
         self.state = StageState("outer")
         self.cse = CSE(self.state.body, assign=ASSIGN)
+        # Cross-stage reuse ("row cache"): every value gets a canonical id (its expression over
+        # canonical operands; loads and locals carry a version bumped by each store), so a later
+        # stage that recomputes an expensive value of an earlier stage reads it from a per-row
+        # array the earlier stage fills instead (softmax: exp(x - max) once, not twice).
+        self.row_cache = False  # set by codegen where rows are short enough to keep
+        self.row_cache_unsafe = False  # a local stored inside a row loop (loop-carried value)
+        self.row_arrays: list[tuple[str, str]] = []  # (array name, C type)
+        self._canon: dict[str, str] = {}
+        self._intern: dict[str, int] = {}
+        self._versions: dict[str, int] = {}
+        self._row_values: dict[str, RowValue] = {}
+        self._row_stored: dict[str, str] = {}  # source value name -> its array
 
     def begin(self, state: StageState, stage_index: int) -> None:
         """Start tracing a stage: fresh temporaries (prefixed by stage) written to its body."""
         self.state = state
+        state.index = stage_index
         self.cse = CSE(state.body, assign=ASSIGN, prefix=f"t{stage_index}_")
 
     def fresh(self, stem: str) -> str:
@@ -98,10 +133,54 @@ class Emitter:
         return self.sites.index(what)
 
     # values
-    def value(self, expr: str, dtype: torch.dtype, reuse: bool = True) -> CVal:
-        """A temporary of `dtype`'s compute type holding `expr`."""
-        name = self.cse.generate(f"static_cast<{compute_type(dtype)}>({expr})", reuse=reuse)
+    def value(self, expr: str, dtype: torch.dtype, reuse: bool = True, version: str = "") -> CVal:
+        """A temporary of `dtype`'s compute type holding `expr`.
+
+        `version` distinguishes loads of a buffer before and after a store to it.
+        """
+        text = f"static_cast<{compute_type(dtype)}>({expr})"
+        key = self._canonical(text) + version if reuse else f"#unique{self._count}"
+        kept = self._from_row_cache(key, text, dtype) if reuse else None
+        name = self.cse.generate(kept or text, reuse=reuse)
+        self._canon.setdefault(name, key)
+        if reuse and self.state.kind in ("inner", "reduce") and self.cse.buffer is self.state.body:
+            self._row_values.setdefault(key, RowValue(name, dtype, self.state))
         return CVal(name, dtype)
+
+    def _canonical(self, text: str) -> str:
+        """`text` with every known temporary replaced by its canonical id."""
+        expanded = _IDENT.sub(lambda m: self._canon.get(m.group(0), m.group(0)), text)
+        return f"#{self._intern.setdefault(expanded, len(self._intern))}"
+
+    def _from_row_cache(self, key: str, text: str, dtype: torch.dtype) -> str | None:
+        """A read of the row array holding `key`, when an earlier stage computed it."""
+        src = self._row_values.get(key)
+        usable = (
+            self.row_cache
+            and src is not None
+            and src.state is not self.state
+            and src.dtype == dtype
+            and self.state.kind in ("inner", "reduce")
+            and _expensive(text)
+        )
+        if not usable or src is None:
+            return None
+        array = self._row_stored.get(src.name)
+        if array is None:
+            array = self.fresh("row")
+            self._row_stored[src.name] = array
+            self.row_arrays.append((array, compute_type(dtype)))
+            src.state.body.line(f"{array}[pd_rf] = {src.name};")
+        return f"{array}[pd_rf]"
+
+    def bump(self, name: str) -> None:
+        """A store to buffer `name`: later loads of it are new values."""
+        self._versions[name] = self._versions.get(name, 0) + 1
+        if name in self.locals:
+            self._canon[self.locals[name]] = f"{self.locals[name]}@{self._versions[name]}"
+
+    def version(self, name: str) -> str:
+        return f"@{name}#{self._versions.get(name, 0)}"
 
     def coerce(self, value: Any, dtype: torch.dtype) -> str:
         """`value` (a CVal or Python scalar) as an expression of `dtype`'s compute type."""
@@ -174,11 +253,14 @@ class Emitter:
 
     def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> CVal:
         buf = self.spec.buffer(name)
-        return self.value(from_storage(f"{self.names[name]}[{index_c}]", buf.dtype), dtype)
+        expr = from_storage(f"{self.names[name]}[{index_c}]", buf.dtype)
+        return self.value(expr, dtype, version=self.version(name))
 
     def store(self, name: str, index: sympy.Expr, value: CVal, mode: StoreMode) -> None:
         buf = self.spec.buffer(name)
+        self.bump(name)
         if buf.role == "local":
+            self.row_cache_unsafe |= self.state.kind in ("inner", "reduce")
             self.line(f"{self.locals[name]} = {self.coerce(value, buf.dtype)};")
             return
         target = f"{self.names[name]}[{self.index(index, name)}]"
@@ -203,6 +285,7 @@ class Emitter:
     def store_reduction(self, name: str, index: sympy.Expr, value: CVal) -> None:
         buf = self.spec.buffer(name)
         post = self.state.post
+        self.bump(name)
         if buf.role == "local":
             v = self.coerce(value, buf.dtype)
             post.line(f"{self.locals[name]} = {self.convert(CVal(v, value.dtype), buf.dtype)};")

@@ -31,6 +31,7 @@ class CppOptions:
     openmp: bool = True
     parallel_threshold: int = 65536  # elements of work below which a kernel stays single-threaded
     simd_lanes: int = 16  # accumulators per reduction (one per SIMD lane)
+    row_cache_limit: int = 16384  # longest row whose expensive values later stages reuse (0: off)
     check_indices: bool = True  # bounds-check indirect indexing
     vector_math: bool = True  # vectorised libm calls through glibc's libmvec
     vector_width: int = 0  # preferred SIMD width in bits; 0: 512 where the host has AVX-512
@@ -48,8 +49,10 @@ class CppOptions:
             raise InvalidOption("cpp", "march", self.march, "a -march target name")
         if not isinstance(self.parallel_threshold, int) or self.parallel_threshold < 0:
             raise InvalidOption("cpp", "parallel_threshold", self.parallel_threshold, "an int >= 0")
-        if self.simd_lanes not in (1, 2, 4, 8, 16, 32):
-            raise InvalidOption("cpp", "simd_lanes", self.simd_lanes, "1, 2, 4, 8, 16 or 32")
+        if not isinstance(self.row_cache_limit, int) or self.row_cache_limit < 0:
+            raise InvalidOption("cpp", "row_cache_limit", self.row_cache_limit, "an int >= 0")
+        if self.simd_lanes not in (1, 2, 4, 8, 16, 32, 64):
+            raise InvalidOption("cpp", "simd_lanes", self.simd_lanes, "1, 2, 4, 8, 16, 32 or 64")
         if self.vector_width not in (0, 128, 256, 512):
             raise InvalidOption("cpp", "vector_width", self.vector_width, "0, 128, 256 or 512")
         if not all(isinstance(f, str) and f.startswith("-") for f in self.extra_flags):

@@ -61,7 +61,10 @@ class StageEmitter(Emitter):
             parts = ", ".join(self.coerce(v, elem_dtype) for v in value)
             self.line(f"{acc}.add3(pd_l, {parts});")
         else:
-            self.line(f"{acc}.add(pd_l, {self.coerce(value, elem_dtype)}, pd_rf);")
+            # a masked add: Welford cannot share one reciprocal weight across the lanes
+            masked = reduction_type == "welford_reduce" and self.cse.buffer is not self.state.body
+            add = "add_masked" if masked else "add"
+            self.line(f"{acc}.{add}(pd_l, {self.coerce(value, elem_dtype)}, pd_rf);")
         fields = _FIELDS.get(reduction_type, ("v",))
         outs = []
         for name in fields:
