@@ -11,7 +11,7 @@ fusion (`barriers`) or tag what it computes with its name (`ORIGINS`, for kernel
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,11 +21,12 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.indexing import FloorDiv, ModularIndexing, contiguous_strides, size_symbol
-from polyduct.ir import ComputeNode, ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
+from polyduct.frontend.externs import extern_call
+from polyduct.frontend.sizes import meta_layout, sym_expr
+from polyduct.indexing import contiguous_strides
+from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
-from polyduct.wrapper_ir import Ref
 
 LoweringFn = Callable[..., Any]
 
@@ -54,41 +55,6 @@ class FallbackReport:
 def op_name(target: Any) -> str:
     """Qualified overload name such as `aten.add.Tensor`."""
     return str(target)
-
-
-def sym_expr(value: Any) -> sympy.Expr:
-    """An int or SymInt as a sympy expression over polyduct size symbols.
-
-    torch's own integer functions (`FloorDiv`, `CleanDiv`, `ModularIndexing`) become polyduct's
-    (`polyduct.indexing`), which every kernel backend's index printer knows.
-    """
-    if isinstance(value, torch.SymInt):
-        expr = value.node.expr
-        subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
-        return _polyduct_functions(sympy.sympify(expr.xreplace(subs)))
-    if isinstance(value, (int, sympy.Expr)):
-        return sympy.sympify(value)
-    raise TypeError(f"not a size: {value!r}")
-
-
-def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:
-    from torch.utils._sympy import functions as torch_fns
-
-    if not expr.args:
-        return expr
-    args = [_polyduct_functions(a) for a in expr.args]
-    if isinstance(expr, torch_fns.FloorDiv):  # CleanDiv is a FloorDiv
-        return FloorDiv(*args)
-    if isinstance(expr, torch_fns.ModularIndexing):
-        return ModularIndexing(*args)
-    return expr.func(*args) if args != list(expr.args) else expr
-
-
-def meta_layout(val: torch.Tensor) -> Layout:
-    """The layout a fake tensor describes."""
-    size = tuple(sym_expr(s) for s in val.shape)
-    stride = tuple(sym_expr(s) for s in val.stride())
-    return Layout(size, stride, sym_expr(val.storage_offset()), val.dtype, val.device.type)
 
 
 @dataclass
@@ -438,125 +404,3 @@ def _convert(tree: Any) -> Any:
     if isinstance(tree, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return sym_expr(tree) if isinstance(tree, torch.SymInt) else tree
     return tree
-
-
-def extern_call(
-    graph: IRGraph, node: torch.fx.Node, op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> Any:
-    """Lower `node` as a library call of aten `op`; returns its result value(s)."""
-    views: list[tuple[str, StorageView]] = []
-    c_args = tuple(_constant(graph, a, views, op, node) for a in args)
-    c_kwargs = tuple(
-        (k, _constant(graph, v, views, op, node))
-        for k, v in kwargs.items()
-        if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
-    )
-    val = node.meta.get("val")
-    result = graph.new_name("extern")
-    if isinstance(val, torch.Tensor):
-        out = graph.add_buffer("extern", meta_layout(val), result)
-        graph.nodes.append(
-            ExternNode(
-                graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)
-            )
-        )
-        return _restride(graph, StorageView(out, graph.buffers[out].layout))
-    if val is None:  # run for its effect only (`aten._assert_async`, say)
-        graph.nodes.append(
-            ExternNode(
-                graph.new_name("node"), op, c_args, c_kwargs, result, (), False, tuple(views)
-            )
-        )
-        return None
-    if not isinstance(val, (tuple, list)):
-        raise LoweringError(op, node.name, f"extern result {type(val).__name__} is not supported")
-    outs: list[str] = []
-    values: list[Any] = []
-    for item in val:
-        if isinstance(item, torch.Tensor):
-            name = graph.add_buffer("multi", meta_layout(item))
-            outs.append(name)
-            values.append(name)
-        else:
-            outs.append("")
-            values.append(None)
-    graph.nodes.append(
-        ExternNode(
-            graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
-        )
-    )
-    return tuple(
-        None if v is None else _restride(graph, StorageView(v, graph.buffers[v].layout))
-        for v in values
-    )
-
-
-def _restride(graph: IRGraph, value: StorageView) -> StorageView:
-    """Copy a non-contiguous extern result into the strides its fake tensor promised.
-
-    Library kernels do not always return the strides their meta functions report (the CPU
-    flash-attention kernel, for one); kernels index by the promised strides, so make them true.
-    """
-    if value.layout.is_contiguous() or not _plain_layout(value.layout):
-        return value
-    layout = replace(value.layout, offset=sympy.Integer(0))  # a fresh tensor starts its storage
-    empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
-    args = (_sizes(layout.size), _sizes(layout.stride))
-    kwargs = (("dtype", layout.dtype), ("device", torch.device(layout.device)))
-    graph.nodes.append(
-        ExternNode(
-            graph.new_name("node"),
-            "aten.empty_strided.default",
-            args,
-            kwargs,
-            empty,
-            (empty,),
-            False,
-        )
-    )
-    fixed = graph.add_buffer("extern", layout, graph.new_name("extern"))
-    copy_args = (Ref(empty), Ref(value.buffer))
-    graph.nodes.append(
-        ExternNode(
-            graph.new_name("node"), "aten.copy_.default", copy_args, (), fixed, (fixed,), False
-        )
-    )
-    return StorageView(fixed, layout)
-
-
-def _sizes(values: Sequence[sympy.Expr]) -> tuple[Any, ...]:
-    return tuple(int(v) if v.is_Integer else Ref(str(v)) for v in values)
-
-
-def _plain_layout(layout: Layout) -> bool:
-    return all(v.is_Integer or v.is_Symbol for v in (*layout.size, *layout.stride))
-
-
-def _constant(
-    graph: IRGraph, value: Any, views: list[tuple[str, StorageView]], op: str, node: torch.fx.Node
-) -> Any:
-    if isinstance(value, (StorageView, Lazy)):
-        return Ref(_materialise(graph, value, views))
-    if isinstance(value, (list, tuple)):
-        return tuple(_constant(graph, v, views, op, node) for v in value)
-    if isinstance(value, sympy.Expr):
-        if value.is_Integer:
-            return int(value)
-        if value.is_Symbol:
-            return Ref(str(value))
-        raise LoweringError(op, node.name, f"size expression {value} as an extern argument")
-    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
-        return value
-    if isinstance(value, torch.device):
-        return value
-    raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
-
-
-def _materialise(graph: IRGraph, value: TensorValue, views: list[tuple[str, StorageView]]) -> str:
-    view = graph.realize(value)
-    base = graph.buffers[view.buffer].layout
-    if view.layout == base:
-        return view.buffer
-    name = graph.new_name("view")
-    views.append((name, view))
-    return name

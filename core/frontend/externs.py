@@ -1,0 +1,143 @@
+"""Extern calls: an aten op the core does not lower runs as a library call (`ExternNode`).
+
+Arguments become Wrapper IR constants (`Ref` for tensors; argument views are materialised as
+named views first); a tuple result is unpacked into one buffer per tensor element. A result whose
+strides are not what its fake tensor promised is copied into the promised layout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from polyduct.errors import LoweringError
+from polyduct.frontend.sizes import meta_layout
+from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
+from polyduct.wrapper_ir import Ref
+
+
+def extern_call(
+    graph: IRGraph, node: torch.fx.Node, op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> Any:
+    """Lower `node` as a library call of aten `op`; returns its result value(s)."""
+    views: list[tuple[str, StorageView]] = []
+    c_args = tuple(_constant(graph, a, views, op, node) for a in args)
+    c_kwargs = tuple(
+        (k, _constant(graph, v, views, op, node))
+        for k, v in kwargs.items()
+        if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
+    )
+    val = node.meta.get("val")
+    result = graph.new_name("extern")
+    if isinstance(val, torch.Tensor):
+        out = graph.add_buffer("extern", meta_layout(val), result)
+        graph.nodes.append(
+            ExternNode(
+                graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)
+            )
+        )
+        return _restride(graph, StorageView(out, graph.buffers[out].layout))
+    if val is None:  # run for its effect only (`aten._assert_async`, say)
+        graph.nodes.append(
+            ExternNode(
+                graph.new_name("node"), op, c_args, c_kwargs, result, (), False, tuple(views)
+            )
+        )
+        return None
+    if not isinstance(val, (tuple, list)):
+        raise LoweringError(op, node.name, f"extern result {type(val).__name__} is not supported")
+    outs: list[str] = []
+    values: list[Any] = []
+    for item in val:
+        if isinstance(item, torch.Tensor):
+            name = graph.add_buffer("multi", meta_layout(item))
+            outs.append(name)
+            values.append(name)
+        else:
+            outs.append("")
+            values.append(None)
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
+        )
+    )
+    return tuple(
+        None if v is None else _restride(graph, StorageView(v, graph.buffers[v].layout))
+        for v in values
+    )
+
+
+def _restride(graph: IRGraph, value: StorageView) -> StorageView:
+    """Copy a non-contiguous extern result into the strides its fake tensor promised.
+
+    Library kernels do not always return the strides their meta functions report (the CPU
+    flash-attention kernel, for one); kernels index by the promised strides, so make them true.
+    """
+    if value.layout.is_contiguous() or not _plain_layout(value.layout):
+        return value
+    layout = replace(value.layout, offset=sympy.Integer(0))  # a fresh tensor starts its storage
+    empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
+    args = (_sizes(layout.size), _sizes(layout.stride))
+    kwargs = (("dtype", layout.dtype), ("device", torch.device(layout.device)))
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"),
+            "aten.empty_strided.default",
+            args,
+            kwargs,
+            empty,
+            (empty,),
+            False,
+        )
+    )
+    fixed = graph.add_buffer("extern", layout, graph.new_name("extern"))
+    copy_args = (Ref(empty), Ref(value.buffer))
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"), "aten.copy_.default", copy_args, (), fixed, (fixed,), False
+        )
+    )
+    return StorageView(fixed, layout)
+
+
+def _sizes(values: Sequence[sympy.Expr]) -> tuple[Any, ...]:
+    return tuple(int(v) if v.is_Integer else Ref(str(v)) for v in values)
+
+
+def _plain_layout(layout: Layout) -> bool:
+    return all(v.is_Integer or v.is_Symbol for v in (*layout.size, *layout.stride))
+
+
+def _constant(
+    graph: IRGraph, value: Any, views: list[tuple[str, StorageView]], op: str, node: torch.fx.Node
+) -> Any:
+    if isinstance(value, (StorageView, Lazy)):
+        return Ref(_materialise(graph, value, views))
+    if isinstance(value, (list, tuple)):
+        return tuple(_constant(graph, v, views, op, node) for v in value)
+    if isinstance(value, sympy.Expr):
+        if value.is_Integer:
+            return int(value)
+        if value.is_Symbol:
+            return Ref(str(value))
+        raise LoweringError(op, node.name, f"size expression {value} as an extern argument")
+    if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
+        return value
+    if isinstance(value, torch.device):
+        return value
+    raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
+
+
+def _materialise(graph: IRGraph, value: TensorValue, views: list[tuple[str, StorageView]]) -> str:
+    view = graph.realize(value)
+    base = graph.buffers[view.buffer].layout
+    if view.layout == base:
+        return view.buffer
+    name = graph.new_name("view")
+    views.append((name, view))
+    return name
