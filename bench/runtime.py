@@ -41,7 +41,11 @@ def _error_text(exc: BaseException) -> str:
     while exc.__cause__ is not None:
         exc = exc.__cause__
     last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-    return last.splitlines()[0][:300]
+    lines = [line.strip() for line in last.splitlines() if line.strip()]
+    text = lines[0]
+    if text.endswith(":") and len(lines) > 1:  # "failed to compile kernel ...:" <reason>
+        text = f"{text} {lines[1]}"
+    return text[:300]
 
 
 def _close(got: Any, want: Any) -> bool:
@@ -137,8 +141,9 @@ def run_suite(
     if device.startswith("cuda"):
         opts["copy_bw"] = copy_bandwidth(device)
     out: list[Result] = []
+    cpu = device.split(":")[0] == "cpu"
     for work in workloads:
-        for size in (s for s in sizes if s in work.sizes):
+        for size in (s for s in sizes if s in (work.cpu_sizes if cpu else work.sizes)):
             for r in run_group(work, size, variants, device, opts):
                 report(r)
                 out.append(r)
