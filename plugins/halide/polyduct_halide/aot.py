@@ -77,12 +77,13 @@ _TYPES: Final[dict[torch.dtype, tuple[int, int]]] = {
 _SCRATCH = ctypes.create_string_buffer(8)  # host memory of empty tensors (never read or written)
 
 
-def buffer(tensor: torch.Tensor) -> tuple[HalideBuffer, HalideDimension]:
-    """A 1-D buffer over the memory `tensor` addresses from its first element (no copy).
+def buffer(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[HalideBuffer, HalideDimension]:
+    """A 1-D buffer of the kernel's `dtype` over the memory `tensor` addresses from its first
+    element (no copy; like a C kernel's pointer, the memory is read as the kernel declares it).
 
     The dimension is returned too: the buffer points at it, so it must live as long.
     """
-    code, bits = _TYPES[tensor.dtype]
+    code, bits = _TYPES[dtype]
     if tensor.numel() == 0:
         host, extent = ctypes.addressof(_SCRATCH), 1
     else:

@@ -80,10 +80,12 @@ def make_aot_kernel(
 ) -> Callable[..., None]:
     """The kernel callable `kernel(*tensors, *sizes)` for a pipeline's shared-library entry point."""
     n_tensors, inputs, outputs = _order(module)
+    dtypes = [getattr(torch, a[3]) for a in module.ARGS]
 
     def kernel(*call_args: Any) -> None:
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
-        bufs = [aot_buffer(t) for t in tensors]  # (buffer, dimension): both live until return
+        # (buffer, dimension) pairs: both must live until the call returns
+        bufs = [aot_buffer(t, d) for t, d in zip(tensors, dtypes, strict=True)]
         runtime.messages.clear()
         status = fn(
             *(ctypes.byref(bufs[i][0]) for i in inputs),
