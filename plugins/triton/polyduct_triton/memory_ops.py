@@ -48,7 +48,7 @@ class TritonMemoryOps(TritonEmitter):
         expr = f"tl.load({self._at(ptr, idx, mask)}, {mask}, other=0)"
         if buf.dtype == torch.bool:
             expr = f"({expr} != 0)"
-        elif buf.dtype == torch.bfloat16:  # passed as int16 bits by the launcher
+        elif buf.dtype == torch.bfloat16 and self.ctx.interpret:  # int16 bits (launcher)
             expr = f"_bf16_value({expr})"
         elif buf.dtype in LOW_PRECISION:
             expr = f"{expr}.to(tl.float32)"
@@ -57,7 +57,7 @@ class TritonMemoryOps(TritonEmitter):
     def _stored(self, value: V, dtype: torch.dtype) -> str:
         if dtype == torch.bool:
             return f"({value} != 0).to(tl.int1)"
-        if dtype == torch.bfloat16:
+        if dtype == torch.bfloat16 and self.ctx.interpret:
             return f"_bf16_bits({self._cast(value, torch.float32)})"
         if value.dtype == torch.bool:
             return f"{value}.to(tl.int8).to({TL_DTYPE[dtype]})"
@@ -192,6 +192,6 @@ class TritonMemoryOps(TritonEmitter):
         expr = (
             f"_bucketize({values}, {self.ctx.arg(name)}, {ln}, {nl}, {st}, "
             f"{boundary_indices}, {right}, {srt}, {sst}, {sidx}, {self.ctx.mask()}, "
-            f"{self.ctx.spec.buffer(name).dtype == torch.bfloat16})"
+            f"{self.ctx.spec.buffer(name).dtype == torch.bfloat16 and self.ctx.interpret})"
         )
         return self._v(f"{expr}.to({compute_tl(indexing_dtype)})", indexing_dtype)

@@ -49,8 +49,10 @@ class TritonEmitter:
             return f"({x} != 0)"
         if x.dtype == B:
             return f"{x}.to({TL_DTYPE[torch.int8]}).to({compute_tl(dtype)})"
-        if dtype == torch.bfloat16:
+        if dtype == torch.bfloat16 and self.ctx.interpret:
             return f"_bf16_value(_bf16_bits({x}.to(tl.float32)))"
+        if dtype == torch.bfloat16:  # the hardware conversion rounds to nearest even
+            return f"{x}.to(tl.float32).to(tl.bfloat16).to(tl.float32)"
         if dtype in LOW_PRECISION:
             return f"{x}.to({TL_DTYPE[dtype]}).to(tl.float32)"
         return f"{x}.to({compute_tl(dtype)})"
