@@ -60,9 +60,12 @@ def _estimate(spec: KernelSpec) -> int:
 
 
 def _outputs(spec: KernelSpec, trace: KernelTrace) -> list[str]:
+    """Written buffers, in-place (`inout`) ones last: Halide realises a pipeline's outputs in
+    order, so every other output has read an in-place buffer before it is overwritten."""
     written = {f.removesuffix("_out") for st in trace.stages for f in st.stores}
     written |= {arg for st in trace.stages for arg, *_ in st.reduction_stores}
-    return [trace.names[b.name] for b in spec.args if trace.names[b.name] in written]
+    ordered = sorted(spec.args, key=lambda b: b.role == "inout")
+    return [trace.names[b.name] for b in ordered if trace.names[b.name] in written]
 
 
 def _input_args(spec: KernelSpec) -> list[str]:
