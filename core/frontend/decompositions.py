@@ -59,6 +59,7 @@ _EXTRA = (
     aten.linalg_vector_norm,
     aten.repeat,
     aten._adaptive_avg_pool2d,
+    aten.max_pool2d_with_indices_backward,
 )
 
 # Fused attention kernels stay whole (extern): their decomposed forward does not compute the
