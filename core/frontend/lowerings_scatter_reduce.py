@@ -28,7 +28,7 @@ import torch
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
 from polyduct.frontend.lowerings_scatter import _fresh_copy, _scatter_into
-from polyduct.frontend.values import Ops, cast, is_tensor, lazy
+from polyduct.frontend.values import Ops, cast, converted, is_tensor, lazy
 from polyduct.ir import ComputeNode, Expr, Layout, Lazy, Loader, StorageView, TensorValue, acc_name
 from polyduct.ops import ReductionType
 
@@ -191,17 +191,7 @@ def _masked(ctx: LoweringContext, s: _Spread, mode: str, include_self: bool) -> 
     )
     graph.nodes.append(node)
     total, count = (StorageView(b, lay) for b, lay in zip(bufs, layouts, strict=True))
-    total_value: TensorValue = total
-    if acc_dtype != dtype:
-        total_value = _converted(total, dtype)
-    return _combine(s, mode, include_self, total_value, count, total_has_self=False)
-
-
-def _converted(v: TensorValue, dtype: torch.dtype) -> Lazy:
-    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
-        return cast(ops, v.load(ops, idx), v.dtype, dtype)
-
-    return lazy(v.size, dtype, v.device, load, v)
+    return _combine(s, mode, include_self, converted(total, dtype), count, total_has_self=False)
 
 
 def _lower(ctx: LoweringContext, s: _Spread, mode: str, include_self: bool) -> TensorValue:
