@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -171,14 +172,23 @@ template <class T> PD_INLINE T pd_ipow(T base, T exp) {
 
 // NaN-propagating maximum/minimum (torch.maximum/minimum).
 template <class T> PD_INLINE T pd_maximum(T a, T b) {
-    // A NaN in a wins through the first test, a NaN in b because a > NaN is false.
-    if constexpr (std::is_floating_point_v<T>) return (a != a || a > b) ? a : b;
-    else return a > b ? a : b;
+    // A NaN in a wins through the second select, a NaN in b because a > NaN is false. Two
+    // selects (no short-circuit ||) keep the scalar lane fold free of branches.
+    if constexpr (std::is_floating_point_v<T>) {
+        const T r = a > b ? a : b;
+        return a != a ? a : r;
+    } else {
+        return a > b ? a : b;
+    }
 }
 
 template <class T> PD_INLINE T pd_minimum(T a, T b) {
-    if constexpr (std::is_floating_point_v<T>) return (a != a || a < b) ? a : b;
-    else return a < b ? a : b;
+    if constexpr (std::is_floating_point_v<T>) {
+        const T r = a < b ? a : b;
+        return a != a ? a : r;
+    } else {
+        return a < b ? a : b;
+    }
 }
 
 template <class T> PD_INLINE T pd_sign(T x) {
