@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import json
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Final, final
 
 from polyduct.cache import Cache, default_cache
@@ -55,7 +56,7 @@ class CppBackend(KernelBackend):
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         if not sources:
             return {}
-        parts, spans, metas = [_INCLUDE, "#include <memory>"], [], {}
+        parts, spans, metas = [_INCLUDE, ""], [], {}
         line = 3
         for src in sources:
             metas[src.name] = _meta(src)
@@ -63,9 +64,12 @@ class CppBackend(KernelBackend):
             spans.append((line, src.name))
             parts.append(body)
             line += body.count("\n") + (0 if body.endswith("\n") else 1)
-        library = compile_library(self.cache, "\n".join(parts) + "\n", spans, self.options)
+        # The launcher extension (built once per cache) compiles beside the kernels, not after.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            launcher_job = pool.submit(launcher_module, self.cache.root, self.options.compiler)
+            library = compile_library(self.cache, "\n".join(parts) + "\n", spans, self.options)
+            launcher = launcher_job.result()
         lib = _LIBRARIES.setdefault(str(library), ctypes.CDLL(str(library)))
-        launcher = launcher_module(self.cache.root, self.options.compiler)
         kernels: dict[str, KernelFn] = {}
         for name, meta in metas.items():
             fn = getattr(lib, meta["symbol"])

@@ -261,7 +261,7 @@ def _row_arrays(out: IndentedBuffer, emitter: StageEmitter) -> None:
         if rnumel.is_Integer and int(rnumel) * 8 <= _STACK_ROW_BYTES:
             out.line(f"alignas(64) {ctype} {array}[{int(rnumel)}];")
         else:
-            out.line(f"std::unique_ptr<{ctype}[]> {array}_buf(new {ctype}[pd_rnumel]);")
+            out.line(f"pd_array<{ctype}> {array}_buf(pd_rnumel);")
             out.line(f"{ctype}* __restrict__ {array} = {array}_buf.get();")
 
 
@@ -315,7 +315,7 @@ def _threaded_blocks(
     with out.indent():
         out.line("const int pd_maxt = omp_get_max_threads();")
         for ctype, acc in state.accs:
-            out.line(f"std::unique_ptr<{ctype}[]> {acc}_part(new {ctype}[pd_maxt]);")
+            out.line(f"pd_array<{ctype}> {acc}_part(pd_maxt);")
         out.line("#pragma omp parallel")
         out.line("{")
         with out.indent():
@@ -365,9 +365,7 @@ def _scan_sort_stage(
 ) -> None:
     pre = state.body.getvalue().splitlines()
     for arr, ctype in state.arrays:
-        out.line(
-            f"std::unique_ptr<{ctype}[]> {arr}_buf(new {ctype}[pd_rnumel > 0 ? pd_rnumel : 1]);"
-        )
+        out.line(f"pd_array<{ctype}> {arr}_buf(pd_rnumel);")
         out.line(f"{ctype}* __restrict__ {arr} = {arr}_buf.get();")
     _r_loop(out, rdim, "0", [*pre, *state.gather], False)
     if state.sort_descending is None:
@@ -380,7 +378,7 @@ def _scan_sort_stage(
     else:
         key = state.arrays[0][0]
         desc = "true" if state.sort_descending else "false"
-        out.line("std::unique_ptr<int64_t[]> pd_perm(new int64_t[pd_rnumel > 0 ? pd_rnumel : 1]);")
+        out.line("pd_array<int64_t> pd_perm(pd_rnumel);")
         out.line("for (int64_t pd_i = 0; pd_i < pd_rnumel; ++pd_i) pd_perm[pd_i] = pd_i;")
         out.line(
             f"std::stable_sort(pd_perm.get(), pd_perm.get() + pd_rnumel, [&](int64_t a, "

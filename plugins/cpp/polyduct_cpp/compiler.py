@@ -87,6 +87,9 @@ def compile_library(
             *options.libraries(),
         ]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if options.precompile_headers and pch is None:
+            # started only now, so that it does not take a core from this first compile
+            start_precompiled_headers(cache, options, inputs["cpu"])
         if done.returncode != 0:
             kept = _keep_failed(cache, source)
             log = done.stderr.replace(str(src), str(kept))
@@ -102,13 +105,7 @@ class _Absent(Exception):
 _PCH_BUILDS: dict[str, threading.Thread] = {}
 
 
-def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | None:
-    """A directory holding the kernel headers and their GCC precompiled header for these flags.
-
-    Parsing the headers is about half of a small graph's compile; the .gch (built once per
-    compiler, flags and header text) removes it. The first compile does not wait for it: it is
-    built on a background thread and used from the next compile on. None until it exists.
-    """
+def _pch_inputs(options: CppOptions, cpu: str) -> tuple[list[str], dict[str, str]]:
     flags = [f for f in options.flags() if f != "-shared"]
     inputs = {
         "headers": header_text(),
@@ -116,6 +113,31 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
         "flags": " ".join(flags),
         "cpu": cpu,
     }
+    return flags, inputs
+
+
+def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | None:
+    """A directory holding the kernel headers and their GCC precompiled header for these flags,
+    or None while it does not exist yet (`start_precompiled_headers` builds it).
+
+    Parsing the headers is about half of a small graph's compile; the .gch (built once per
+    compiler, flags and header text) removes it.
+    """
+    _, inputs = _pch_inputs(options, cpu)
+
+    def probe(directory: Path) -> None:
+        raise _Absent
+
+    try:
+        return cache.entry("cpp-pch", inputs, probe)
+    except _Absent:
+        return None
+
+
+def start_precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> None:
+    """Build the precompiled header on a background thread (once per cache, flags and headers):
+    the compile that found none does not wait for it; later compiles use it."""
+    flags, inputs = _pch_inputs(options, cpu)
 
     def build(directory: Path) -> None:
         for header in INCLUDE_DIR.glob("*.h"):
@@ -124,20 +146,12 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
         cmd = [options.compiler, *flags, "-x", "c++-header", str(header), "-o", f"{header}.gch"]
         subprocess.run(cmd, capture_output=True, text=True, check=True)
 
-    def probe(directory: Path) -> None:
-        raise _Absent
-
-    try:
-        return cache.entry("cpp-pch", inputs, probe)
-    except _Absent:
-        pass
     key = f"{cache.root}:{sorted(inputs.items())}"
     if key not in _PCH_BUILDS:
         _PCH_BUILDS[key] = threading.Thread(
             target=_build_quietly, args=(cache, inputs, build), daemon=True
         )
         _PCH_BUILDS[key].start()
-    return None
 
 
 def _build_quietly(cache: Cache, inputs: dict[str, str], build: Callable[[Path], None]) -> None:

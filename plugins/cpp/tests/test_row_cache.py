@@ -84,7 +84,7 @@ def test_symbolic_row_length_chooses_at_run_time(tmp_path: Path, cols: int) -> N
     s = spec("softmax_dyn", [rows], [s0], _softmax_spec(s0, transposed_rows=rows), bufs, [s0])
     source = be.codegen(s).source
     assert "if (pd_rnumel <= 64) {" in source
-    assert "new float[pd_rnumel]" in source
+    assert "pd_array<float> pd_row" in source
     compile_one(be, s)(base, out, cols)
     torch.testing.assert_close(out, torch.softmax(x, 1), equal_nan=True)
 
