@@ -103,7 +103,9 @@ class HalideBackend(KernelBackend):
         self.options = options or HalideOptions()
 
     def codegen(self, spec: KernelSpec) -> KernelSource:
-        return KernelSource(spec.name, self.name, generate(spec, self.options.schedule))
+        return KernelSource(
+            spec.name, self.name, generate(spec, self.options.schedule, self.options.strict_float)
+        )
 
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         return {src.name: self._load_one(src) for src in sources}

@@ -29,11 +29,14 @@ def trace_kernel(spec: KernelSpec) -> KernelTrace:
     return trace
 
 
-def generate(spec: KernelSpec, schedule: str) -> str:
-    """The pipeline module's source for `spec` under `schedule` (deterministic)."""
+def generate(spec: KernelSpec, schedule: str, strict_float: bool = True) -> str:
+    """The pipeline module's source for `spec` under `schedule` (deterministic).
+
+    `strict_float` says whether the target will have StrictFloat (`mul_rn` relies on it).
+    """
     trace = trace_kernel(spec)
     out = IndentedBuffer()
-    _header(out, spec, trace, schedule)
+    _header(out, spec, trace, schedule, strict_float)
     out.line("def build(target):")
     with out.indent():
         _params(out, spec, trace)
@@ -73,7 +76,9 @@ def _input_args(spec: KernelSpec) -> list[str]:
     return [names[b.name] for b in spec.args if b.role in ("in", "inout")]
 
 
-def _header(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace, schedule: str) -> None:
+def _header(
+    out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace, schedule: str, strict_float: bool
+) -> None:
     names = trace.names
     out.line(f'"""Halide pipeline of kernel {string_literal(spec.name)} (polyduct-halide)."""')
     out.lines(
@@ -87,6 +92,7 @@ def _header(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace, schedule:
     )
     out.line(f"KERNEL = {string_literal(spec.name)}")
     out.line(f"SCHEDULE = {string_literal(schedule)}")
+    out.line(f"STRICT_FLOAT = {strict_float}")
     args = ", ".join(
         f"({string_literal(names[b.name])}, {string_literal(b.name)}, "
         f"{string_literal(b.role)}, {string_literal(dtype_name(b.dtype))})"

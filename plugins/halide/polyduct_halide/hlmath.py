@@ -323,9 +323,12 @@ def _fma64(x: E, y: E, z: E) -> E:
     return hl.select(safe & isfinite(z), fused, x * y + z)
 
 
-def mul_rn(x: E, y: E) -> E:
-    """x * y rounded on its own (strict_float keeps it out of FMA contraction)."""
-    return hl.strict_float(ex(x) * y)
+def mul_rn(x: E, y: E, strict: bool) -> E:
+    """x * y rounded on its own: the target's StrictFloat already forbids FMA contraction (`strict`);
+    otherwise `hl.strict_float` marks the product (it rewrites its whole argument tree, so it is
+    avoided where the target makes it redundant)."""
+    product = ex(x) * y
+    return product if strict else hl.strict_float(product)
 
 
 def fpow(a: E, b: E) -> E:

@@ -39,7 +39,7 @@ class HalideElementwiseOps:
         return self._b("{a} & {b}" if x0.dtype == BOOL else "{a} * {b}", x0, x1)
 
     def mul_rn(self, x: HVal, y: HVal) -> HVal:
-        return self._b("_m.mul_rn({a}, {b})", x, y)
+        return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT)", x, y)
 
     def neg(self, x0: HVal) -> HVal:
         return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)

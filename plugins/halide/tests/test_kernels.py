@@ -256,3 +256,27 @@ def test_jit_path_without_aot_agrees() -> None:
     a, out = torch.randn(64), torch.empty(64)
     run(_unary_spec("jit"), a, out, options=HalideOptions(aot=False))
     torch.testing.assert_close(out, torch.exp(a) + 1)
+
+
+def test_deep_expressions_with_nan_tests_and_mul_rn_build() -> None:
+    # 40 levels of x = x*x + x: a DAG whose tree form has ~3^40 nodes; nothing may walk it as a
+    # tree (Halide's strict_float/is_nan do), or the build runs out of time and memory.
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        v = ops.load("a", x[0])
+        for _ in range(40):
+            v = ops.sub(ops.add(ops.mul(v, v), v), ops.mul(v, v))
+        ops.store("out", x[0], ops.mul_rn(ops.where(ops.isnan(v), v, v), v))
+
+    spec = KernelSpec(
+        "deep",
+        (16,),
+        (),
+        (Stage("outer", body),),
+        (buf("a", "in", 16), buf("out", "out", 16)),
+    )
+    a, out = torch.randn(16), torch.empty(16)
+    run(spec, a, out)
+    want = a.clone()
+    for _ in range(40):
+        want = (want * want + want) - want * want
+    torch.testing.assert_close(out, want * want)
