@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import re
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -26,10 +28,7 @@ from polyduct_halide.values import DTYPES
 
 SCHEDULES: Final = ("default", "none", *AUTOSCHEDULERS)
 # Shipped autoschedulers that do not apply to these pipelines (see docs/backends/halide.md).
-NOT_APPLICABLE: Final = {
-    "Anderson2021": "schedules GPU targets only",
-    "Li2018": "emits schedules that write outside the output for scatter updates",
-}
+NOT_APPLICABLE: Final = {"Anderson2021": "schedules GPU targets only"}
 _SOURCE_FILE = "pipeline.py"
 # Loaded kernels by cache key digest: a second load in the process neither JITs nor dlopens.
 _LOADED: dict[str, KernelFn] = {}
@@ -130,41 +129,86 @@ class HalideBackend(KernelBackend):
         entry = default_cache().entry("halide", key, _writer(source.source))
         path = entry / _SOURCE_FILE
         module = import_module_file(path, f"polyduct_halide_pipeline_{digest[:24]}")
-        try:
-            if compiler is None:
-                kernel = make_kernel(module, self._jit(module), self.name)
-            else:
-                kernel = self._load_library(module, key, digest, compiler)
-        except Exception as err:  # Halide raises HalideError or RuntimeError from its bindings
-            raise KernelCompileError(
-                self.name,
-                source.name,
-                str(path),
-                f"{type(err).__name__}: {err}\npipeline:\n{source.source}",
-            ) from err
+
+        def compile_for(schedule: str) -> KernelFn:
+            try:
+                if compiler is None:
+                    return make_kernel(module, self._jit(module, schedule), self.name)
+                return self._load_library(module, key, digest, compiler, schedule)
+            except Exception as err:  # Halide raises HalideError or RuntimeError
+                raise KernelCompileError(
+                    self.name,
+                    source.name,
+                    str(path),
+                    f"{type(err).__name__}: {err}\npipeline:\n{source.source}",
+                ) from err
+
+        if module.SCHEDULE not in AUTOSCHEDULERS:
+            kernel = compile_for(module.SCHEDULE)
+        else:
+            try:
+                kernel = _with_fallback(
+                    compile_for(module.SCHEDULE), lambda: compile_for("default")
+                )
+            except KernelCompileError as err:  # Halide refused the autoscheduler's schedule
+                reason = str(err.__cause__ or err).splitlines()[0]
+                warnings.warn(
+                    f"halide: kernel {source.name!r}: the {module.SCHEDULE} schedule was refused "
+                    f"({reason}); using the default schedule",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                kernel = compile_for("default")
         _LOADED[memo] = kernel
         return kernel
 
-    def _jit(self, module: ModuleType) -> Any:
+    def _jit(self, module: ModuleType, schedule: str) -> Any:
         target = self.options.halide_target()
-        pipeline, arguments = module.build(target)
+        pipeline, arguments = module.build(target, schedule)
         return pipeline.compile_to_callable(arguments, target)
 
     def _load_library(
-        self, module: ModuleType, key: dict[str, str], digest: str, compiler: str
+        self, module: ModuleType, key: dict[str, str], digest: str, compiler: str, schedule: str
     ) -> KernelFn:
         """The kernel from its cached shared library, compiling and linking it on a miss."""
         target = self.options.halide_target()
         runtime = aot.runtime(target)  # loaded globally before any kernel library binds to it
-        fn_name = f"polyduct_halide_{digest[:24]}"
+        fn_name = f"polyduct_halide_{digest[:24]}_{schedule.lower()}"
 
         def build(directory: Path) -> None:
-            pipeline, arguments = module.build(target)
+            pipeline, arguments = module.build(target, schedule)
             aot.compile_library(pipeline, arguments, fn_name, target, directory)
 
         inputs = {**key, "artifact": aot.LIBRARY, "function": fn_name, "cc": compiler}
         entry = default_cache().entry("halide-aot", inputs, build)
         return make_aot_kernel(module, aot.load_function(entry, fn_name), runtime, self.name)
+
+
+# Halide's buffer checks at pipeline entry, before anything is computed or written.
+_BOUNDS_ERROR = re.compile(r"is accessed at -?\d+, which is (before the min|beyond the max)")
+
+
+def _with_fallback(kernel: KernelFn, fallback: Callable[[], KernelFn]) -> KernelFn:
+    """`kernel`, rerun with the default schedule when its buffer checks refuse the call.
+
+    Autoschedulers tile for the estimated sizes (symbolic sizes count as 1024); on smaller
+    tensors their tiles reach outside the buffers, which Halide refuses at entry, before any
+    element is computed or written. The default-schedule kernel is compiled on first need.
+    """
+    spare: list[KernelFn] = []
+
+    def guarded(*args: Any) -> None:
+        try:
+            kernel(*args)
+        except KernelCompileError as err:
+            if not _BOUNDS_ERROR.search(str(err)):
+                raise
+            if not spare:
+                spare.append(fallback())
+            spare[0](*args)
+
+    guarded.__name__ = getattr(kernel, "__name__", "kernel")
+    return guarded
 
 
 def _writer(text: str) -> Any:

@@ -1,6 +1,7 @@
 """KernelSpec -> Python source of a module that builds the kernel's Halide pipeline.
 
-The module defines `build(target)` returning the scheduled `hl.Pipeline` and its arguments, plus
+The module defines `build(target, schedule=SCHEDULE)` returning the scheduled `hl.Pipeline` and its
+arguments (another schedule serves as the fallback of an autoscheduled kernel), plus
 the data the launcher needs (`ARGS`, `SIZES`, `OUTPUTS`, `CHECKS`). Each stage body becomes nested functions of the index
 variables; outputs are written by scatter updates over an RDom of the stage's iteration space.
 """
@@ -37,7 +38,7 @@ def generate(spec: KernelSpec, schedule: str, strict_float: bool = True) -> str:
     trace = trace_kernel(spec)
     out = IndentedBuffer()
     _header(out, spec, trace, schedule, strict_float)
-    out.line("def build(target):")
+    out.line("def build(target, schedule=SCHEDULE):")
     with out.indent():
         _params(out, spec, trace)
         for number, stage in enumerate(trace.stages):
@@ -46,7 +47,7 @@ def generate(spec: KernelSpec, schedule: str, strict_float: bool = True) -> str:
         params = ", ".join(_input_args(spec) + [trace.names[s.name] for s in spec.size_args])
         estimate = _estimate(spec)
         out.line(
-            f"return _rt.finish(KERNEL, SCHEDULE, target, [{params}], [{outputs}], SCHED, xv, XR, "
+            f"return _rt.finish(KERNEL, schedule, target, [{params}], [{outputs}], SCHED, xv, XR, "
             f"{estimate})"
         )
     return out.getvalue()
@@ -168,10 +169,10 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
                 col.combine[-1].removeprefix("return "),
             )
             call = f"_rt.scan({string_literal(col.name)}, xv, pv, {at}, _{col.name}_combine, "
-            out.line(f"{col.name} = {call}_rt.total(RR))")
+            out.line(f"{col.name} = {call}_rt.total(RR), SCHED)")
         else:
             call = f"_rt.sort({string_literal(col.name)}, xv, pv, {at}, _rt.total(RR), "
-            out.line(f"{col.name} = {call}{col.descending})")
+            out.line(f"{col.name} = {call}{col.descending}, SCHED)")
         out.line(f"SCHED.append(('func', {col.name}))")
     if stage.stores:
         _function(

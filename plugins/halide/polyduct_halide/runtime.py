@@ -97,8 +97,12 @@ def scan(
     values: Values,
     combine: Callable[[Values, Values], Values],
     extent: Any,
+    sched: list[tuple[Any, ...]],
 ) -> hl.Func:
-    """Inclusive scan along `pv` (flat reduction position) of `values` (traced at `pv`)."""
+    """Inclusive scan along `pv` (flat reduction position) of `values` (traced at `pv`).
+
+    Its source Func goes to `sched` as computed at root (the default schedule's business:
+    an autoscheduler refuses Funcs scheduled before it runs)."""
     func = hl.Func(name)
     n = len(values)
     dom = hl.RDom([hl.Range(1, hl.max(ex(extent) - 1, 0))], f"{name}_r")
@@ -109,7 +113,7 @@ def scan(
     prev = tuple(elems(func[[*xv, dom.x - 1]], n))
     here = tuple(elems(src[[*xv, dom.x]], n))
     func[[*xv, dom.x]] = tup(combine(prev, here))
-    src.compute_root()
+    sched.append(("root", src))
     return func
 
 
@@ -120,6 +124,7 @@ def sort(
     values: Values,
     extent: Any,
     descending: bool,
+    sched: list[tuple[Any, ...]],
 ) -> hl.Func:
     """Stable sort along `pv` of `values` (traced at `pv`) by the first value, by rank counting.
 
@@ -141,8 +146,7 @@ def sort(
     place = hl.RDom([hl.Range(0, ex(extent))], f"{name}_k")
     slot = hl.unsafe_promise_clamped(rank[[*xv, place.x]], 0, ex(extent) - 1)
     out[[*xv, slot]] = tup(elems(src[[*xv, place.x]], n))
-    for func in (src, rank):
-        func.compute_root()
+    sched.extend(("root", func) for func in (src, rank))
     return out
 
 
@@ -160,6 +164,9 @@ def _default_schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var]) -> None:
     """compute_root every intermediate, parallel over the outermost loop of every loop nest."""
     updates: dict[str, int] = {}
     for entry in sched:
+        if entry[0] == "root":
+            entry[1].compute_root()
+            continue
         if entry[0] == "func":
             func = entry[1]
             func.compute_root()
