@@ -172,4 +172,40 @@ def erfc(x: E) -> E:
     return back(x, erfc64(w64(x)))
 
 
-__all__ = ["c", "erf", "erfc", "ex", "is_float", "isfinite", "isinf", "isnan"]
+def signbit(x: E) -> E:
+    """Sign bit of a float (true for -0.0 and negative NaN)."""
+    x = ex(x)
+    width = x.type().bits()
+    return hl.reinterpret(hl.Int(width), x) < 0
+
+
+def neg(x: E) -> E:
+    """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0)."""
+    x = ex(x)
+    if not is_float(x):
+        return -x
+    it = hl.Int(x.type().bits())
+    return hl.reinterpret(
+        x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1))
+    )
+
+
+def split64(x: E) -> tuple[E, E]:
+    """x = hi + lo with hi the top 26 significant bits (mask, so no overflow)."""
+    hi = hl.reinterpret(hl.Float(64), hl.reinterpret(hl.Int(64), x) & hl.i64(-(1 << 27)))
+    return hi, x - hi
+
+
+__all__ = [
+    "c",
+    "erf",
+    "erfc",
+    "ex",
+    "is_float",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "neg",
+    "signbit",
+    "split64",
+]
