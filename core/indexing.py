@@ -43,9 +43,7 @@ class ModularIndexing(sympy.Function):
     is_integer = True
 
     @classmethod
-    def eval(
-        cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr
-    ) -> sympy.Expr | None:
+    def eval(cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr) -> sympy.Expr | None:
         if base == 0 or modulus == 1:
             return sympy.Integer(0)
         if all(isinstance(a, sympy.Integer) for a in (base, divisor, modulus)):

@@ -6,6 +6,7 @@ their backwards, dropout, addmm -> mm + fused bias), minus every op the core low
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -69,6 +70,12 @@ _KEEP_WHOLE = frozenset({"aten::_scaled_dot_product_flash_attention_for_cpu"})
 
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """Decompositions to apply before lowering (ops with a native lowering are kept whole)."""
+    return dict(_table())
+
+
+@functools.cache
+def _table() -> dict[Any, Callable[..., Any]]:
+    # built once per process: assembling torch's tables takes ~0.15 s, every compile used to pay it
     from polyduct.frontend.compile import core_lowerings
 
     table = dict(core_aten_decompositions())

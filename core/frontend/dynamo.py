@@ -59,4 +59,6 @@ def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:
     sets = {n: scope_from_set(n, spec.overrides) for n, spec in plugins.override_sets.items()}
     whole = kept_whole(opts.overrides, sets)
     table = decomposition_table()
+    if not whole:
+        return table
     return {op: fn for op, fn in table.items() if not any(matches(w, str(op)) for w in whole)}

@@ -142,6 +142,11 @@ class GraphLowering:
             value = getattr(value, part)
         if not isinstance(value, torch.Tensor):
             raise LoweringError("get_attr", node.name, f"constant {type(value).__name__}")
+        device = _accelerator(self.module)
+        if value.dim() == 0 and value.device.type == "cpu" and device is not None:
+            # a CPU scalar (`x[0] = 7.0` on a CUDA x) acts as a scalar in eager: the kernels
+            # reading it run on the graph's device, so it is bound there once, at compile time
+            value = value.to(device)
         name = f"const_{len(self.attrs)}"
         self.attrs[name] = value
         layout = Layout(
@@ -204,8 +209,9 @@ class GraphLowering:
     def _output(self, value: Any, meta: Any) -> Any:
         if not isinstance(value, Lazy):
             return value
-        if isinstance(meta, torch.Tensor) and _dense(meta):
-            # outputs get eager's strides: backward graphs assert the strides they were traced with
+        if isinstance(meta, torch.Tensor) and _non_overlapping(meta):
+            # outputs get eager's strides (gaps included): backward graphs assert the strides they
+            # were traced with
             layout = meta_layout(meta)
             layout = Layout(value.size, layout.stride, sympy.Integer(0), value.dtype, value.device)
             return self.graph.realize_as(value, layout)
@@ -373,8 +379,21 @@ def _shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     return {node for node, n in count.items() if n > 1}
 
 
-def _dense(val: torch.Tensor) -> bool:
-    """Non-overlapping and dense (a permutation of a contiguous layout)."""
+def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
+    """The non-CPU device of the graph's tensor inputs, if any."""
+    for node in gm.graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type != "cpu":
+            return val.device
+    return None
+
+
+def _non_overlapping(val: torch.Tensor) -> bool:
+    """No two elements share memory: a permutation of a contiguous layout, possibly with gaps.
+
+    Gaps arise when a saved activation is a view into a wider buffer (q of a fused qkv
+    projection): the backward graph was traced with those strides and asserts them.
+    """
     if any(isinstance(v, torch.SymInt) for v in (*val.shape, *val.stride())):
         # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
         # and recompile it for every size); only row-major layouts are recognised here.
@@ -388,9 +407,11 @@ def _dense(val: torch.Tensor) -> bool:
         expected = 1
         for d in dims:
             size, stride = int(val.shape[d]), int(val.stride()[d])
-            if size != 1 and stride != expected:
+            if size == 1:
+                continue
+            if stride < expected:
                 return False
-            expected *= size
+            expected = stride * size
         return True
     except (TypeError, ValueError, RuntimeError):
         return False  # symbolic strides: keep the row-major default

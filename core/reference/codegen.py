@@ -61,7 +61,9 @@ def _prologue(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
         f"*xs, {flat_r} = rm.index_vars(SHAPE, DEVICE)",
     ]
     for buf in spec.args:
-        lines.append(f"{args[buf.name]}_flat = rm.flat({args[buf.name]}, {ops._render_index(buf.numel)})")
+        lines.append(
+            f"{args[buf.name]}_flat = rm.flat({args[buf.name]}, {ops._render_index(buf.numel)})"
+        )
     return lines
 
 

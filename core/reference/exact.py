@@ -62,8 +62,10 @@ def _in_float64(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
     def wide(x: Tensor) -> Tensor:
         return fn(x.to(torch.float64)).to(x.dtype) if x.dtype in _FLOATS else fn(x)
 
-    wide.__doc__ = (f"torch.{fn.__name__} computed in float64 and rounded once: torch's float32 "
-                    "CPU kernel overflows about 0.7 below the top of the float32 range.")
+    wide.__doc__ = (
+        f"torch.{fn.__name__} computed in float64 and rounded once: torch's float32 "
+        "CPU kernel overflows about 0.7 below the top of the float32 range."
+    )
     return wide
 
 

@@ -44,6 +44,27 @@ def test_transformer_block_forward_and_backward(backends: tuple[str, str], devic
     assert len(graphs) == 2, "expected a forward and a backward graph"
 
 
+def test_saved_views_with_gaps_keep_their_strides(backends: tuple[str, str], device: str) -> None:
+    """q, k, v unbound from one fused projection are saved for backward as views with gaps
+    (stride 3 * dim between rows); the backward graph asserts the strides it was traced with."""
+    torch.manual_seed(0)
+    qkv = nn.Linear(16, 48).to(device)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        q, k, v = qkv(x).view(x.shape[0], 3, 2, 8).unbind(1)
+        att = torch.softmax(torch.einsum("thd,shd->hts", q, k), -1)
+        return torch.einsum("hts,shd->thd", att, v).sin().sum()
+
+    x = torch.randn(12, 16, device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x).backward()
+    grads = [p.grad.clone() for p in qkv.parameters()]
+    qkv.zero_grad()
+    fn(x).backward()
+    assert_same(grads, [p.grad for p in qkv.parameters()], atol=1e-4)
+    assert len(graphs) == 2, "expected a forward and a backward graph"
+
+
 def test_dynamic_shapes_one_compile(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return torch.softmax(x * w + 1, -1).sum(0)

@@ -13,6 +13,7 @@ from typing import Any, TypeAlias
 import sympy
 import torch
 import torch.fx
+import torch.utils._sympy.functions as torch_sympy
 
 from polyduct.errors import WrapperError
 from polyduct.indexing import FloorDiv, ModularIndexing
@@ -69,6 +70,8 @@ _FUNCTIONS: Mapping[type, Callable[..., Any]] = {
     FloorDiv: operator.floordiv,
     sympy.Max: torch.sym_max,
     sympy.Min: torch.sym_min,
+    torch_sympy.Max: torch.sym_max,  # what torch's shape environment produces
+    torch_sympy.Min: torch.sym_min,
     sympy.Pow: operator.pow,
 }
 
