@@ -68,6 +68,32 @@ _EXTRA = (
 _KEEP_WHOLE = frozenset({"aten::_scaled_dot_product_flash_attention_for_cpu"})
 
 
+def max_pool2d_backward(
+    grad_output: torch.Tensor,
+    x: torch.Tensor,
+    kernel_size: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    ceil_mode: bool,
+    indices: torch.Tensor,
+) -> torch.Tensor:
+    """Gradient of a 2-d max pool: each output's gradient is added at the input position its
+    maximum came from (`indices` count within one (H, W) plane), so only the indices matter.
+    Half-precision gradients accumulate in float32, as overlapping windows may add up many."""
+    wide = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    grad = grad_output.new_zeros((*x.shape[:-2], x.shape[-2] * x.shape[-1]), dtype=wide)
+    grad = grad.scatter_add(-1, indices.flatten(-2), grad_output.flatten(-2).to(wide))
+    return grad.view(x.shape).to(x.dtype)
+
+
+# Decompositions of ops some supported torch releases have none for (torch 2.11 lacks this one):
+# without them the op would run as an extern call.
+_OWN: dict[Any, Callable[..., Any]] = {
+    aten.max_pool2d_with_indices_backward.default: max_pool2d_backward,
+}
+
+
 def decomposition_table() -> dict[Any, Callable[..., Any]]:
     """Decompositions to apply before lowering (ops with a native lowering are kept whole)."""
     return dict(_table())
@@ -80,6 +106,8 @@ def _table() -> dict[Any, Callable[..., Any]]:
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(list(_EXTRA)))
+    for op, fn in _OWN.items():
+        table.setdefault(op, fn)  # torch's own decomposition, where this torch has one
     native = set(core_lowerings())
     return {
         op: fn for op, fn in table.items() if str(op) not in native and op.name() not in _KEEP_WHOLE

@@ -19,6 +19,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call
@@ -146,7 +147,9 @@ class GraphLowering:
         if value.dim() == 0 and value.device.type == "cpu" and device is not None:
             # a CPU scalar (`x[0] = 7.0` on a CUDA x) acts as a scalar in eager: the kernels
             # reading it run on the graph's device, so it is bound there once, at compile time
-            value = value.to(device)
+            # (outside the compile's fake mode: the bound value is a real tensor)
+            with unset_fake_temporarily():
+                value = value.to(device)
         name = f"const_{len(self.attrs)}"
         self.attrs[name] = value
         layout = Layout(

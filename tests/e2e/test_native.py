@@ -422,6 +422,7 @@ def test_pools_and_norm_decompositions_native(backends: tuple[str, str], device:
 
 def test_effect_only_extern(backends: tuple[str, str], device: str) -> None:
     """An op run only for its effect (one_hot's `_assert_async` range check) is an extern call."""
+    skip_on_cuda(device, "one_hot checks its index range with _assert_async on CPU tensors only")
     i = torch.tensor([1, 4, 0], device=device)
     graphs = check(lambda i: F.one_hot(i, 5) * 2, backends, i)
     assert "aten._assert_async.msg" in [op for g in graphs for op in g.report.ops()]

@@ -127,6 +127,9 @@ def _rank_gather(values, rank):
 MATH_PRELUDE: Final = '''
 @triton.jit
 def _ipow(a, b, signed: tl.constexpr):
+    # One shape for both (a constant base meets a block exponent): loop-carried values must keep
+    # their type on compiled Triton (the interpreter does not check).
+    a, b = tl.broadcast(a, b)
     result = tl.zeros_like(a) + 1
     base = a
     e = b
@@ -206,6 +209,7 @@ def _pow_dd(ax, y):
 
 @triton.jit
 def _fpow(x, y):
+    x, y = tl.broadcast(x, y)  # as in _ipow: the squaring loop carries values of x's shape
     ax = tl.abs(x)
     yi = tl.floor(y) == y
     odd = yi & (tl.abs(y) < 9007199254740992.0) & ((y % 2.0) != 0)
