@@ -8,9 +8,11 @@ agree with floor division there; printers rely on that invariant.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import sympy
+from sympy.printing.printer import Printer
 from sympy.printing.str import StrPrinter
 
 
@@ -30,6 +32,10 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
+        if divisor != 0 and _is_monomial(divisor):
+            terms = sympy.Add.make_args(base)
+            if all(_is_monomial(t) for t in terms):
+                return _monomial_quotient(terms, divisor)
         quotient = sympy.cancel(base / divisor)
         if quotient.is_integer or (quotient.is_polynomial() and _integral_coefficients(quotient)):
             return quotient
@@ -51,8 +57,70 @@ class ModularIndexing(sympy.Function):
         return None
 
 
+def _is_monomial(expr: sympy.Expr) -> bool:
+    """Whether `expr` is an integer times a product of integer-valued factors (symbols, FloorDiv,
+    ModularIndexing) to positive integer powers."""
+    if expr.is_Integer:
+        return True
+    coeff, rest = expr.as_coeff_Mul()
+    if not coeff.is_Integer:
+        return False
+    for factor in sympy.Mul.make_args(rest):
+        if factor.is_Pow:
+            factor, exp = factor.args
+            if not (exp.is_Integer and exp > 0):
+                return False
+        if not (factor.is_Symbol or isinstance(factor, (FloorDiv, ModularIndexing))):
+            return False
+        if factor.is_integer is not True:
+            return False
+    return True
+
+
+def _monomial_quotient(terms: tuple[sympy.Expr, ...], divisor: sympy.Expr) -> sympy.Expr | None:
+    """floor(sum(terms) / divisor) for integer monomials: the exact quotient when `divisor`
+    divides every term, else None (unevaluated).
+
+    Distinct monomials never cancel, so the quotient is a polynomial with integer coefficients
+    exactly when each term's is; sympy's Mul cancels the common factors of each term.
+    """
+    quotients = [t / divisor for t in terms]
+    if all(_is_monomial(q) for q in quotients):
+        return sympy.Add(*quotients)
+    return None
+
+
 def _integral_coefficients(expr: sympy.Expr) -> bool:
     return all(c.is_integer for c in sympy.Poly(expr).coeffs()) if expr.free_symbols else False
+
+
+def expanded(expr: sympy.Expr | int) -> sympy.Expr:
+    """`sympy.expand(expr)`, the canonical form index expressions are compared in (cached).
+
+    Sums of integer-weighted products of symbols, FloorDiv and ModularIndexing (what views and
+    layouts build) are already expanded and come back unchanged without sympy's expansion hints.
+    """
+    return _expanded(sympy.sympify(expr))
+
+
+@functools.lru_cache(maxsize=8192)
+def _expanded(expr: sympy.Expr) -> sympy.Expr:
+    return sympy.expand(expr) if _needs_expansion(expr) else expr
+
+
+def _needs_expansion(expr: sympy.Expr) -> bool:
+    if expr.is_Atom:
+        return False
+    if expr.is_Mul:
+        if any(a.is_Add for a in expr.args):
+            return True
+    elif expr.is_Pow:
+        base, exp = expr.args
+        if not (base.is_Symbol and exp.is_Integer and exp > 0):
+            return True
+    elif not (expr.is_Add or isinstance(expr, (FloorDiv, ModularIndexing))):
+        return True
+    return any(_needs_expansion(a) for a in expr.args)
 
 
 def index_vars(prefix: str, count: int) -> tuple[sympy.Symbol, ...]:
@@ -99,7 +167,25 @@ def product(values: Sequence[sympy.Expr]) -> sympy.Expr:
 
 
 class CIndexPrinter(StrPrinter):
-    """Prints an index expression as C-family source (C++, Triton, CUDA): `/` and `%` on ints."""
+    """Prints an index expression as C-family source (C++, Triton, CUDA): `/` and `%` on ints.
+
+    A printer in its initial state (a class that keeps no state of its own, default settings)
+    prints from a cache: its output depends only on its class and the expression.
+    """
+
+    def doprint(self, expr: object) -> str:
+        if self._print_level == 0 and self._stateless():
+            return _print_cached(type(self), sympy.sympify(expr))
+        return str(super().doprint(expr))
+
+    def _stateless(self) -> bool:
+        cls = type(self)
+        return (
+            cls.__init__ is Printer.__init__
+            and vars(self).keys() == _PRINTER_ATTRS
+            and not self._context
+            and self._settings == _initial_settings(cls)
+        )
 
     def _print_FloorDiv(self, expr: FloorDiv) -> str:
         base, divisor = (self._print(a) for a in expr.args)
@@ -131,3 +217,28 @@ class PythonIndexPrinter(CIndexPrinter):
     def _print_ModularIndexing(self, expr: ModularIndexing) -> str:
         base, divisor, modulus = (self._print(a) for a in expr.args)
         return f"((({base}) // ({divisor})) % ({modulus}))"
+
+
+_PRINTER_ATTRS = frozenset(vars(CIndexPrinter()))
+
+
+_INITIAL_SETTINGS: dict[type[CIndexPrinter], dict[str, object]] = {}
+_PRINT_CACHES: dict[type[CIndexPrinter], Callable[[sympy.Basic], str]] = {}
+
+
+def _initial_settings(cls: type[CIndexPrinter]) -> dict[str, object]:
+    if cls not in _INITIAL_SETTINGS:
+        _INITIAL_SETTINGS[cls] = dict(cls._get_initial_settings())
+    return _INITIAL_SETTINGS[cls]
+
+
+def _print_cached(cls: type[CIndexPrinter], expr: sympy.Basic) -> str:
+    """`cls().doprint(expr)`, memoised per printer class."""
+    if cls not in _PRINT_CACHES:
+
+        @functools.lru_cache(maxsize=8192)
+        def print_expr(expr: sympy.Basic) -> str:
+            return str(StrPrinter.doprint(cls(), expr))
+
+        _PRINT_CACHES[cls] = print_expr
+    return _PRINT_CACHES[cls](expr)

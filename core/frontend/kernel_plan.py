@@ -9,7 +9,7 @@ from typing import Any
 import sympy
 
 from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
-from polyduct.indexing import product
+from polyduct.indexing import expanded, product
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelBuffer, KernelSpec, Role
 from polyduct.wrapper_ir import Ref
@@ -142,7 +142,7 @@ def _inplace(
     loaded, last_load = _access_at(group, "loads")
     end = len(group.members)  # the copy stage runs after every member
     for buf, (_, layout, coords) in copies:
-        stored.setdefault(buf, set()).add(sympy.expand(layout.index(coords)))
+        stored.setdefault(buf, set()).add(expanded(layout.index(coords)))
         first_store.setdefault(buf, end)
     pairs: dict[str, str] = {}
     for out in sorted(outputs):
@@ -174,7 +174,7 @@ def _access_at(group: Group, kind: str) -> tuple[dict[str, set[Any]], dict[str, 
     where: dict[str, int] = {}
     for i, m in enumerate(group.members):
         for name, index in getattr(m.access, kind):
-            at.setdefault(name, set()).add(sympy.expand(index))
+            at.setdefault(name, set()).add(expanded(index))
             if kind == "loads" or name not in where:
                 where[name] = i
     return at, where

@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 
 from polyduct.handlers.default import DefaultHandler
-from polyduct.indexing import index_vars
+from polyduct.indexing import expanded, index_vars
 from polyduct.ir import (
     Access,
     AccessRecorder,
@@ -134,8 +134,8 @@ def _reads_ok(member: Member, group: Group) -> bool:
             continue
         if writer is not last or writer.kind != member.kind or member.kind == "reduce":
             return False
-        want = sympy.expand(index)
-        if all(sympy.expand(idx) != want for n, idx in writer.access.stores if n == name):
+        want = expanded(index)
+        if all(expanded(idx) != want for n, idx in writer.access.stores if n == name):
             return False
     return True
 
@@ -181,14 +181,14 @@ class _KernelOps(DefaultHandler[Any]):
     def load(self, name: str, index: Expr) -> Any:
         if name in self.renames:
             return self.inner.load(self.renames[name], index)
-        key = (name, sympy.expand(index))
+        key = (name, expanded(index))
         if key in self.values:
             return self.values[key]
         return self.inner.load(name, index)
 
     def store(self, name: str, index: Expr, value: Any, mode: Any = None) -> None:
         if mode is None:
-            self.values[(name, sympy.expand(index))] = value
+            self.values[(name, expanded(index))] = value
         if name not in self.removed or mode is not None:
             self.inner.store(name, index, value, mode)
 
