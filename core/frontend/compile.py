@@ -189,6 +189,8 @@ def _codegen(
     instances: dict[str, KernelBackend] = {}
     sources: dict[str, KernelSource] = {}
     for spec in specs:
+        if spec.name in sources:  # a structurally identical kernel (kernel_plan): same source
+            continue
         name = resolver.kernel_backend(*kernel_contents(spec)) if resolver.chain else None
         name = name or default
         if name not in instances:

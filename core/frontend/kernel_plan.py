@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sympy
 
+from polyduct.frontend.kernel_key import KernelKeys
 from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
 from polyduct.indexing import expanded, product
 from polyduct.ir import ExternNode, IRGraph, StorageView
@@ -59,10 +60,15 @@ def _readers(items: Sequence[Item], graph: IRGraph) -> dict[str, set[int]]:
 
 
 def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
-    """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order)."""
+    """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order).
+
+    A kernel structurally identical to an earlier one (`kernel_key`: the same source but for
+    names) takes the earlier one's name, so it is generated and compiled once and called twice.
+    """
     readers = _readers(items, graph)
     out: list[KernelPlan | ExternNode] = []
     existing = set(graph.inputs)  # buffers holding data before the item at hand
+    keys = KernelKeys()
     count = 0
     for i, item in enumerate(items):
         if isinstance(item, ExternNode):
@@ -71,8 +77,12 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
             continue
         kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing)
         existing.update(b.name for b in kernel.spec.buffers)
+        twin = keys.twin(kernel.spec)
+        if twin is None:
+            count += 1
+        else:
+            kernel = replace(kernel, spec=replace(kernel.spec, name=twin))
         out.append(kernel)
-        count += 1
     return Planned(out)
 
 
