@@ -7,8 +7,8 @@ so a dumped module runs on its own: `python -c "import wrapper; print(wrapper.ca
 
 Every name from the program goes through `identifier` (and is made unique), every string through
 `string_literal`; size expressions are printed by `PythonIndexPrinter` over sanitised symbols.
-The small runtime helpers the module imports (`assert_input`, `check_arity`, `resolve_op`) live
-here too.
+The small runtime helpers the module imports (`assert_input`, `input_guards`, `empty_strided_cpu`,
+`resolve_op`, ...) live in `polyduct.wrapper_runtime` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing_extensions import assert_never
 from polyduct import __version__
 from polyduct.cache import Cache, default_cache, import_module_file
 from polyduct.codegen import IndentedBuffer, identifier, string_literal
-from polyduct.errors import InputMismatch, InvalidOption, WrapperError
+from polyduct.errors import InvalidOption, WrapperError
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.wrapper import KernelLoader, WrapperBackend
 from polyduct.wrapper_ir import (
@@ -53,6 +53,28 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
+from polyduct.wrapper_runtime import (
+    UNCHECKED,
+    OutputMismatch,
+    assert_input,
+    check_arity,
+    empty_strided_cpu,
+    input_guards,
+    resolve_op,
+)
+
+__all__ = [
+    "UNCHECKED",
+    "CompiledModule",
+    "OutputMismatch",
+    "PythonWrapper",
+    "PythonWrapperOptions",
+    "assert_input",
+    "check_arity",
+    "empty_strided_cpu",
+    "input_guards",
+    "resolve_op",
+]
 
 DUMP_ENV = "POLYDUCT_DUMP"
 NAME = "python"
@@ -61,7 +83,10 @@ _RESERVED = frozenset(
         "torch",
         "assert_input",
         "check_arity",
+        "empty_strided_cpu",
+        "input_guards",
         "resolve_op",
+        "UNCHECKED",
         "KernelDefinition",
         "make_call",
         "call",
@@ -71,71 +96,6 @@ _RESERVED = frozenset(
         "KERNEL_DEFINITIONS",
     }
 ) | frozenset(dir(builtins))
-
-
-class OutputMismatch(InputMismatch):
-    """An intermediate a kernel or extern op wrote differs from what the IR expects.
-
-    Raised by the debug asserts (`POLYDUCT_DEBUG_ASSERTS=1`); names the producer and the buffer.
-    """
-
-    def __init__(
-        self, producer: str, name: str, attr: str, expected: object, actual: object
-    ) -> None:
-        super().__init__(name, attr, expected, actual)
-        self.producer = producer
-        self.args = (
-            f"{producer} wrote buffer {name!r} with {attr} {actual}; the IR expects {expected}",
-        )
-
-
-def assert_input(
-    name: str,
-    value: object,
-    size: Sequence[int],
-    stride: Sequence[int],
-    dtype: torch.dtype,
-    producer: str = "",
-) -> None:
-    """Raise unless `value` is a tensor of this size, stride and dtype.
-
-    `InputMismatch` for a graph input; with `producer` (an intermediate that kernel or extern op
-    wrote) `OutputMismatch`, which also rejects a bool tensor holding bytes other than 0 and 1.
-    Strides of dimensions of size 1 are not compared: any stride addresses the same element.
-    """
-
-    def fail(attr: str, expected: object, actual: object) -> InputMismatch:
-        if producer:
-            return OutputMismatch(producer, name, attr, expected, actual)
-        return InputMismatch(name, attr, expected, actual)
-
-    if not isinstance(value, torch.Tensor):
-        raise fail("type", "torch.Tensor", type(value).__name__)
-    if tuple(value.shape) != tuple(size):
-        raise fail("size", tuple(size), tuple(value.shape))
-    if value.dtype != dtype:
-        raise fail("dtype", dtype, value.dtype)
-    got = value.stride()
-    if any(n != 1 and a != b for n, a, b in zip(size, got, stride, strict=True)):
-        raise fail("stride", tuple(stride), tuple(got))
-    if producer and dtype == torch.bool and value.numel():
-        top = int(value.view(torch.uint8).max())
-        if top > 1:
-            raise fail("bool byte value", "0 or 1", top)
-
-
-def check_arity(inputs: Sequence[object], expected: int) -> None:
-    """Raise `InputMismatch` unless exactly `expected` inputs were passed."""
-    if len(inputs) != expected:
-        raise InputMismatch("<inputs>", "count", expected, len(inputs))
-
-
-def resolve_op(qualified: str) -> Any:
-    """`torch.ops.<namespace>.<op>.<overload>` for a name such as "aten.mm.default"."""
-    target: Any = torch.ops
-    for part in qualified.split("."):
-        target = getattr(target, part)
-    return target
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +142,15 @@ class _Names:
         self._map[name] = candidate
         return candidate
 
+    def fresh(self, base: str) -> str:
+        """A new identifier for the wrapper's own use, unlike every name given out so far."""
+        candidate, n = base, 0
+        while candidate in self._used:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._used.add(candidate)
+        return candidate
+
 
 class _SizePrinter(PythonIndexPrinter):
     """Size expressions as Python: also `min` / `max` (sympy's Min / Max of sizes)."""
@@ -200,6 +169,7 @@ class _Renderer:
     names: _Names = field(default_factory=_Names)
     printer: PythonIndexPrinter = field(default_factory=_SizePrinter)
     externs: dict[str, str] = field(default_factory=dict)  # qualified op -> variable
+    guards: list[str] = field(default_factory=list)  # input guard variables of `call`
 
     def expr(self, value: object) -> str:
         expr = sympy.sympify(value)
@@ -251,7 +221,12 @@ class _Renderer:
         match line:
             case GraphInputs(names=names):
                 targets = ", ".join(self.names(n, "arg") for n in names)
-                return [f"check_arity(inputs, {len(names)})", f"[{targets}] = inputs"]
+                count = len(names)
+                return [
+                    f"if len(inputs) != {count}:",
+                    f"    check_arity(inputs, {count})",
+                    f"[{targets}] = inputs",
+                ]
             case InputAssert(name=name, size=size, stride=stride, dtype=dtype, producer=producer):
                 args = f"{self.shape(size)}, {self.shape(stride)}, {self.dtype(dtype)}"
                 if producer:
@@ -261,8 +236,12 @@ class _Renderer:
                 return [self.size_def(line)]
             case Allocate(name=name, size=size, stride=stride, dtype=dtype, device=device):
                 shape = f"{self.shape(size)}, {self.shape(stride)}"
-                where = f"dtype={self.dtype(dtype)}, device={string_literal(device)}"
-                return [f"{self.names(name)} = torch.empty_strided({shape}, {where})"]
+                if device == "cpu":
+                    call = f"empty_strided_cpu({shape}, {self.dtype(dtype)})"
+                else:
+                    where = f"dtype={self.dtype(dtype)}, device={string_literal(device)}"
+                    call = f"torch.empty_strided({shape}, {where})"
+                return [f"{self.names(name)} = {call}"]
             case Free(name=name):
                 return [f"del {self.names(name)}"]
             case Reuse(name=name, old=old, size=size, stride=stride):
@@ -285,6 +264,37 @@ class _Renderer:
                 return [f"return [{', '.join(self.names(n) for n in names)}]"]
             case _:
                 assert_never(line)
+
+    def input_checks(self, run: Sequence[InputAssert]) -> list[str]:
+        """Asserts of graph inputs as one cheap test; each `assert_input` runs only if it fails.
+
+        Inputs of static layout are checked together by a guard (`input_guards`, one C call)
+        made from the last inputs that passed the full asserts; inputs with size symbols compare
+        shape, stride and dtype inline (an exact match; `assert_input` then judges the rest).
+        """
+        static = [a for a in run if _static_layout(a)]
+        tests = [self.layout_test(a) for a in run if not _static_layout(a)]
+        asserts = [line for a in run for line in self.line(a)]
+        if static:
+            guard = self.names.fresh("input_guard")
+            self.guards.append(guard)
+            args = ", ".join(self.names(a.name) for a in static)
+            tests.insert(0, f"{guard}.check({args})")
+            asserts.append(f"{guard} = input_guards({args})")
+        if len(tests) == 1:
+            head = [f"if not {tests[0]}:"]
+        else:
+            head = ["if not (", f"    {tests[0]}", *(f"    and {t}" for t in tests[1:]), "):"]
+        return [*head, *(f"    {line}" for line in asserts)]
+
+    def layout_test(self, line: InputAssert) -> str:
+        """True when input `line.name` is a tensor of exactly the asserted size, stride, dtype."""
+        name = self.names(line.name)
+        return (
+            f"isinstance({name}, torch.Tensor) and {name}.shape == {self.shape(line.size)}"
+            f" and {name}.stride() == {self.shape(line.stride)}"
+            f" and {name}.dtype is {self.dtype(line.dtype)}"
+        )
 
     def size_def(self, line: SizeDef) -> str:
         source = self.names(line.source)
@@ -318,16 +328,38 @@ class _Renderer:
         return f"{self.names(line.result)} = {call}"
 
 
+def _static_layout(line: InputAssert) -> bool:
+    return all(not sympy.sympify(v).free_symbols for v in (*line.size, *line.stride))
+
+
+def _body_lines(renderer: _Renderer, program: WrapperProgram) -> list[str]:
+    """The statements of `call`: each run of graph-input asserts becomes one `input_checks`."""
+    lines: list[str] = []
+    run: list[InputAssert] = []
+    for line in program.lines:
+        if isinstance(line, InputAssert) and not line.producer:
+            run.append(line)
+            continue
+        if run:
+            lines += renderer.input_checks(run)
+            run = []
+        lines += renderer.line(line)
+    if run:
+        lines += renderer.input_checks(run)
+    if not any(isinstance(line, GraphOutputs) for line in program.lines):
+        lines.append("return []")
+    if renderer.guards:
+        lines.insert(0, f"nonlocal {', '.join(renderer.guards)}")
+    return lines
+
+
 def _render_module(program: WrapperProgram) -> str:
     renderer = _Renderer()
     kernels = program.kernels()
     kernel_vars = [renderer.names(k.name, "kernel") for k in kernels]
     body = IndentedBuffer()
     with body.indent(2):
-        for line in program.lines:
-            body.lines(renderer.line(line))
-        if not any(isinstance(line, GraphOutputs) for line in program.lines):
-            body.line("return []")
+        body.lines(_body_lines(renderer, program))
     out = IndentedBuffer()
     out.lines(_HEADER)
     out.line("KERNEL_DEFINITIONS = (")
@@ -346,6 +378,7 @@ def _render_module(program: WrapperProgram) -> str:
     with out.indent():
         for k, var in zip(kernels, kernel_vars, strict=True):
             out.line(f"{var} = kernels[{string_literal(k.name)}]")
+        out.lines([f"{guard} = UNCHECKED" for guard in renderer.guards])
         out.lines(["", "def call(*inputs):"])
     return out.getvalue() + body.getvalue() + _FOOTER
 
@@ -355,7 +388,14 @@ _HEADER = [
     "",
     "import torch",
     "",
-    "from polyduct.python_wrapper import assert_input, check_arity, resolve_op",
+    "from polyduct.python_wrapper import (",
+    "    UNCHECKED,",
+    "    assert_input,",
+    "    check_arity,",
+    "    empty_strided_cpu,",
+    "    input_guards,",
+    "    resolve_op,",
+    ")",
     "from polyduct.wrapper_ir import KernelDefinition",
     "",
 ]

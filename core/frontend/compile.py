@@ -41,6 +41,7 @@ from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
+from polyduct.python_wrapper import CompiledModule
 from polyduct.wrapper_ir import WrapperProgram
 
 LOG = logging.getLogger("polyduct.frontend")
@@ -134,7 +135,7 @@ def compile_graph(
     wrapper_opts = options.wrapper_options if wrapper_name == options.wrapper else {}
     wrapper = plugins.wrapper_backend(wrapper_name, wrapper_opts)
     loader = plugins.kernel_loader(backend_opts)
-    fn = _with_constants(wrapper.build(program, loader), constants, total_outputs)
+    fn = _with_constants(_entry(wrapper.build(program, loader)), constants, total_outputs)
     fn = _with_attrs(fn, tuple(lowering.attrs.values()))
     source = wrapper.render(program)
     compiled = CompiledGraph(
@@ -235,6 +236,12 @@ def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
     return constants
 
 
+def _entry(built: Callable[..., Any]) -> Callable[..., Any]:
+    """The function to call per run: the Python wrapper's `call` itself, not the
+    `CompiledModule` around it (one Python frame less on every call)."""
+    return built.fn if isinstance(built, CompiledModule) else built
+
+
 def _with_attrs(fn: Callable[..., Any], attrs: tuple[torch.Tensor, ...]) -> Callable[..., Any]:
     """`fn` with the graph's tensor constants (`get_attr`) appended to its arguments."""
     if not attrs:
@@ -252,9 +259,14 @@ def _with_constants(
     if not constants:
         return fn
 
+    template = [constants.get(i) for i in range(total)]
+    slots = [i for i in range(total) if i not in constants]
+
     def run(*args: Any) -> list[Any]:
-        produced = iter(fn(*args))
-        return [constants[i] if i in constants else next(produced) for i in range(total)]
+        out = template.copy()
+        for i, value in zip(slots, fn(*args), strict=True):
+            out[i] = value
+        return out
 
     return run
 

@@ -1,0 +1,127 @@
+"""Run-time helpers of the modules the Python wrapper generates (`polyduct.python_wrapper`).
+
+Generated modules import these by name: input and intermediate asserts, the learned input guard,
+CPU allocation, extern op lookup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol, final
+
+import torch
+
+from polyduct.errors import InputMismatch
+
+
+class OutputMismatch(InputMismatch):
+    """An intermediate a kernel or extern op wrote differs from what the IR expects.
+
+    Raised by the debug asserts (`POLYDUCT_DEBUG_ASSERTS=1`); names the producer and the buffer.
+    """
+
+    def __init__(
+        self, producer: str, name: str, attr: str, expected: object, actual: object
+    ) -> None:
+        super().__init__(name, attr, expected, actual)
+        self.producer = producer
+        self.args = (
+            f"{producer} wrote buffer {name!r} with {attr} {actual}; the IR expects {expected}",
+        )
+
+
+def assert_input(
+    name: str,
+    value: object,
+    size: Sequence[int],
+    stride: Sequence[int],
+    dtype: torch.dtype,
+    producer: str = "",
+) -> None:
+    """Raise unless `value` is a tensor of this size, stride and dtype.
+
+    `InputMismatch` for a graph input; with `producer` (an intermediate that kernel or extern op
+    wrote) `OutputMismatch`, which also rejects a bool tensor holding bytes other than 0 and 1.
+    Strides of dimensions of size 1 are not compared: any stride addresses the same element.
+    """
+
+    def fail(attr: str, expected: object, actual: object) -> InputMismatch:
+        if producer:
+            return OutputMismatch(producer, name, attr, expected, actual)
+        return InputMismatch(name, attr, expected, actual)
+
+    if not isinstance(value, torch.Tensor):
+        raise fail("type", "torch.Tensor", type(value).__name__)
+    if tuple(value.shape) != tuple(size):
+        raise fail("size", tuple(size), tuple(value.shape))
+    if value.dtype != dtype:
+        raise fail("dtype", dtype, value.dtype)
+    got = value.stride()
+    if any(n != 1 and a != b for n, a, b in zip(size, got, stride, strict=True)):
+        raise fail("stride", tuple(stride), tuple(got))
+    if producer and dtype == torch.bool and value.numel():
+        top = int(value.view(torch.uint8).max())
+        if top > 1:
+            raise fail("bool byte value", "0 or 1", top)
+
+
+def check_arity(inputs: Sequence[object], expected: int) -> None:
+    """Raise `InputMismatch` unless exactly `expected` inputs were passed."""
+    if len(inputs) != expected:
+        raise InputMismatch("<inputs>", "count", expected, len(inputs))
+
+
+class InputGuard(Protocol):
+    """`check(*tensors)`: True only if the tensors match the ones the guard was made from."""
+
+    def check(self, *tensors: object) -> bool: ...
+
+
+@final
+class _Unchecked:
+    """The guard before the first call: never passes, so the first call asserts in full."""
+
+    __slots__ = ()
+
+    def check(self, *tensors: object) -> bool:
+        return False
+
+
+UNCHECKED: Final[InputGuard] = _Unchecked()
+_GUARDS: Any = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+_TENSOR_GUARDS: Any = getattr(_GUARDS, "TensorGuards", None)
+
+
+def input_guards(*tensors: torch.Tensor) -> InputGuard:
+    """A one-call C check that later inputs match these tensors (which passed `assert_input`).
+
+    Dynamo's `TensorGuards` compares dtype, device and dispatch keys, requires_grad, sizes and
+    strides exactly: tens of ns per tensor against ~1 µs for `assert_input`. It is stricter than
+    `assert_input` (every stride, requires_grad), so a call it rejects asserts in full and learns
+    a new guard from those inputs. `UNCHECKED` where torch does not have it.
+    """
+    if _TENSOR_GUARDS is None:
+        return UNCHECKED
+    guard: InputGuard = _TENSOR_GUARDS(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
+    return guard
+
+
+def _empty_strided_cpu_eager(
+    size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype
+) -> torch.Tensor:
+    return torch.empty_strided(size, stride, dtype=dtype, device="cpu")
+
+
+empty_strided_cpu: Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], torch.Tensor] = (
+    getattr(_GUARDS, "_empty_strided_cpu", None) or _empty_strided_cpu_eager
+)
+"""An uninitialised CPU tensor: torch's direct allocator (a third of `torch.empty_strided`'s cost,
+no argument parsing or dispatch), or `torch.empty_strided` where torch does not have it."""
+
+
+def resolve_op(qualified: str) -> Any:
+    """`torch.ops.<namespace>.<op>.<overload>` for a name such as "aten.mm.default"."""
+    target: Any = torch.ops
+    for part in qualified.split("."):
+        target = getattr(target, part)
+    return target

@@ -1,0 +1,112 @@
+"""The Python wrapper's per-call input checks: a learned C guard for inputs of static layout, an
+inline test for inputs with size symbols, and the full `assert_input` whenever either fails."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sympy
+import torch
+
+from polyduct.cache import Cache
+from polyduct.errors import InputMismatch
+from polyduct.plugins import PluginOptions, load_fresh
+from polyduct.python_wrapper import (
+    UNCHECKED,
+    PythonWrapper,
+    PythonWrapperOptions,
+    empty_strided_cpu,
+    input_guards,
+)
+from polyduct.wrapper_ir import (
+    Allocate,
+    ExternCall,
+    GraphInputs,
+    GraphOutputs,
+    InputAssert,
+    Ref,
+    SizeDef,
+    WrapperProgram,
+)
+
+S0 = sympy.Symbol("s0", integer=True, positive=True)
+I = sympy.Integer
+
+
+def add_program() -> WrapperProgram:
+    """out = x + y, x of static layout (4, 1) and y with a size symbol (s0, 3)."""
+    return WrapperProgram(
+        (
+            GraphInputs(("x", "y")),
+            SizeDef("s0", "y", "size", 0),
+            InputAssert("x", (I(4), I(1)), (I(1), I(1)), torch.float32),
+            InputAssert("y", (S0, I(3)), (I(3), I(1)), torch.float32),
+            Allocate("out", (I(4), I(3)), (I(3), I(1)), torch.float32, "cpu"),
+            ExternCall("aten.add.out", (Ref("x"), Ref("y")), (), result="out", out="out"),
+            GraphOutputs(("out",)),
+        )
+    )
+
+
+@pytest.fixture
+def wrapper(tmp_path: Path) -> PythonWrapper:
+    return PythonWrapper(PythonWrapperOptions(cache=Cache(tmp_path / "cache")))
+
+
+def test_rendered_checks_are_deterministic_and_guarded(wrapper: PythonWrapper) -> None:
+    source = wrapper.render(add_program())
+    assert source == wrapper.render(add_program())
+    assert "nonlocal input_guard" in source
+    assert "input_guard = UNCHECKED" in source
+    assert "if not (\n            input_guard.check(x)\n" in source
+    assert "input_guard = input_guards(x)" in source
+    assert "y.shape == (s0, 3)" in source
+    assert "out = empty_strided_cpu((4, 3), (3, 1), torch.float32)" in source
+
+
+def test_guarded_checks_still_reject_and_name_the_input(wrapper: PythonWrapper) -> None:
+    fn = wrapper.build(add_program(), load_fresh(PluginOptions()).kernel_loader())
+    x, y = torch.randn(4, 1), torch.randn(4, 3)
+    for _ in range(2):  # the first call learns the guard, the second passes through it
+        torch.testing.assert_close(fn(x, y)[0], x + y)
+    with pytest.raises(InputMismatch, match="input 'x': expected dtype torch.float32"):
+        fn(x.double(), y)
+    with pytest.raises(InputMismatch, match=r"input 'x': expected size \(4, 1\), got \(4, 2\)"):
+        fn(torch.randn(4, 2), y)
+    with pytest.raises(InputMismatch, match=r"input 'y': expected stride \(3, 1\), got \(1, 4\)"):
+        fn(x, torch.randn(3, 4).t())
+    with pytest.raises(InputMismatch, match="input 'x': expected type torch.Tensor, got float"):
+        fn(1.0, y)
+    torch.testing.assert_close(fn(x, y)[0], x + y)
+
+
+def test_inputs_the_guard_rejects_but_assert_input_accepts_still_run(
+    wrapper: PythonWrapper,
+) -> None:
+    """A stride of a size-1 dimension, requires_grad, another size symbol: full asserts, run."""
+    fn = wrapper.build(add_program(), load_fresh(PluginOptions()).kernel_loader())
+    x, y = torch.randn(4, 1), torch.randn(4, 3)
+    fn(x, y)
+    odd = torch.randn(1, 4).t()  # stride (1, 4): dimension 1 has size 1
+    grad = torch.randn(4, 1, requires_grad=True)
+    with torch.no_grad():
+        for a, b in ((odd, y), (grad, y), (x, y), (x, torch.randn(1, 3))):
+            torch.testing.assert_close(fn(a, b)[0], a + b)
+
+
+def test_input_guards_match_exact_layout() -> None:
+    x = torch.randn(3, 4)
+    guard = input_guards(x)
+    assert guard.check(torch.randn(3, 4))
+    assert not guard.check(torch.randn(4, 3).t())
+    assert not guard.check(torch.randn(3, 4, dtype=torch.float64))
+    assert not guard.check(torch.randn(3, 5))
+    assert not UNCHECKED.check(x)
+
+
+def test_empty_strided_cpu_layout() -> None:
+    t = empty_strided_cpu((2, 3), (1, 2), torch.float16)
+    cpu = torch.device("cpu")
+    assert (t.shape, t.stride(), t.dtype, t.device) == ((2, 3), (1, 2), torch.float16, cpu)
+    assert not t.requires_grad
