@@ -19,6 +19,7 @@ from typing import Any
 import sympy
 
 from polyduct.handlers.default import DefaultHandler
+from polyduct.index_ranges import RangeSimplifier
 from polyduct.indexing import expanded, index_vars
 from polyduct.ir import (
     Access,
@@ -171,14 +172,28 @@ class _KernelOps(DefaultHandler[Any]):
     """Forwards every op to the backend's handler; redirects reduction results to their locals,
     forwards values stored earlier in the same stage, and drops stores of removed buffers."""
 
-    def __init__(self, inner: OpHandler[Any], renames: dict[str, str], removed: set[str]):
+    def __init__(
+        self,
+        inner: OpHandler[Any],
+        renames: dict[str, str],
+        removed: set[str],
+        simplify: RangeSimplifier,
+    ):
         self.inner, self.renames, self.removed = inner, renames, removed
+        self.simplify = simplify  # index expressions over the kernel's loop ranges
         self.values: dict[tuple[str, Expr], Any] = {}
 
     def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return getattr(self.inner, name)(*args, **kwargs)
 
+    def index_expr(self, expr: Expr, dtype: Any) -> Any:
+        return self.inner.index_expr(self.simplify(expr), dtype)
+
+    def store_reduction(self, name: str, index: Expr, value: Any) -> None:
+        self.inner.store_reduction(name, self.simplify(index), value)
+
     def load(self, name: str, index: Expr) -> Any:
+        index = self.simplify(index)
         if name in self.renames:
             return self.inner.load(self.renames[name], index)
         key = (name, expanded(index))
@@ -187,6 +202,7 @@ class _KernelOps(DefaultHandler[Any]):
         return self.inner.load(name, index)
 
     def store(self, name: str, index: Expr, value: Any, mode: Any = None) -> None:
+        index = self.simplify(index)
         if mode is None:
             self.values[(name, expanded(index))] = value
         if name not in self.removed or mode is not None:
@@ -212,15 +228,23 @@ def _stages(
             runs[-1].append(m)
         else:
             runs.append([m])
-    stages = [Stage(run[0].kind, _stage_body(run, renames, removed)) for run in runs]
+    extents = (group.outer, group.red)
+    stages = [Stage(run[0].kind, _stage_body(run, renames, removed, extents)) for run in runs]
     if copies:
         stages.append(Stage("outer", _copy_body(group, copies)))
     return tuple(stages)
 
 
-def _stage_body(run: list[Member], renames: dict[str, str], removed: set[str]) -> Any:
+def _stage_body(
+    run: list[Member],
+    renames: dict[str, str],
+    removed: set[str],
+    extents: tuple[Sequence[Expr], Sequence[Expr]],
+) -> Any:
     def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
-        wrapped = _KernelOps(ops, renames, removed)
+        ranges = dict(zip(x, extents[0], strict=False))
+        ranges.update(zip(r, extents[1], strict=False))
+        wrapped = _KernelOps(ops, renames, removed, RangeSimplifier(ranges))
         subs = _kernel_subs(x, r)
         for m in run:
             mx = tuple(sympy.sympify(e).xreplace(subs) for e in m.x)
