@@ -1,12 +1,17 @@
 /* polyduct-cpp launcher: a callable type that turns `kernel(*tensors, *sizes)` into one C call.
  *
- * Tensor pointers come from `data_ptr()`, sizes are Python ints; all are passed as int64 (the
- * SysV x86-64 and AArch64 ABIs pass pointers and int64 in the same registers), followed by the
- * kernel's error slot. A non-zero slot after the call is handed to `on_error`, which raises.
+ * Tensor pointers come from torch's C accessor of a tensor object's data pointer for the exact
+ * tensor types registered with `use_tensor_api` (no Python call), else from `data_ptr()`; sizes
+ * are Python ints. All are passed as int64 (the SysV x86-64 and AArch64 ABIs pass pointers and
+ * int64 in the same registers), followed by the kernel's error slot. A non-zero slot after the
+ * call is handed to `on_error`, which raises. C++ only to turn an exception of the accessor into
+ * a Python error; no C++ library header beyond <exception>.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+
+#include <exception>
 
 #define PD_MAX_ARGS 40
 typedef int64_t I;
@@ -21,6 +26,36 @@ typedef struct {
 } Kernel;
 
 static PyObject* data_ptr_name;
+static PyObject* tensor_types;                 /* tuple of exact types for the accessor */
+static void* (*tensor_data_ptr)(PyObject*);    /* torch's accessor, or NULL */
+
+static int fast_tensor(PyObject* item) {
+    if (!tensor_data_ptr) return 0;
+    PyObject* type = (PyObject*)Py_TYPE(item);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tensor_types); ++i)
+        if (PyTuple_GET_ITEM(tensor_types, i) == type) return 1;
+    return 0;
+}
+
+/* The data address of tensor `item` into `out`; -1 with a Python error set on failure. */
+static int tensor_address(PyObject* item, I* out) {
+    if (fast_tensor(item)) {
+        try {
+            *out = (I)(intptr_t)tensor_data_ptr(item);
+            return 0;
+        } catch (const std::exception& e) {
+            PyErr_SetString(PyExc_RuntimeError, e.what());
+        } catch (...) {
+            PyErr_SetString(PyExc_RuntimeError, "reading a tensor's data pointer failed");
+        }
+        return -1;
+    }
+    PyObject* ptr = PyObject_CallMethodNoArgs(item, data_ptr_name);
+    if (!ptr) return -1;
+    *out = (I)PyLong_AsUnsignedLongLongMask(ptr);
+    Py_DECREF(ptr);
+    return PyErr_Occurred() ? -1 : 0;
+}
 
 static void dispatch(void* fn, const I* a, Py_ssize_t n) {
     switch (n) {
@@ -80,14 +115,11 @@ static PyObject* Kernel_call(PyObject* obj, PyObject* args, PyObject* kwargs) {
     for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject* item = PyTuple_GET_ITEM(args, i);
         if (i < self->ntensors) {
-            PyObject* ptr = PyObject_CallMethodNoArgs(item, data_ptr_name);
-            if (!ptr) return NULL;
-            a[i] = (I)PyLong_AsUnsignedLongLongMask(ptr);
-            Py_DECREF(ptr);
+            if (tensor_address(item, &a[i]) < 0) return NULL;
         } else {
             a[i] = (I)PyLong_AsLongLong(item);
+            if (a[i] == -1 && PyErr_Occurred()) return NULL;
         }
-        if (PyErr_Occurred()) return NULL;
     }
     a[n] = (I)(intptr_t)self->err;
     Py_BEGIN_ALLOW_THREADS
@@ -126,21 +158,36 @@ static void Kernel_dealloc(PyObject* obj) {
     Py_TYPE(obj)->tp_free(obj);
 }
 
-static PyTypeObject KernelType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "_pd_launch.Kernel",
-    .tp_basicsize = sizeof(Kernel),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A compiled polyduct-cpp kernel: kernel(*tensors, *sizes).",
-    .tp_new = PyType_GenericNew,
-    .tp_init = Kernel_init,
-    .tp_dealloc = Kernel_dealloc,
-    .tp_call = Kernel_call,
+/* use_tensor_api(types, address): read data pointers of objects whose exact type is in `types`
+ * with the C function at `address` (`void* f(PyObject*)`); address 0 turns it off. */
+static PyObject* use_tensor_api(PyObject* mod, PyObject* args) {
+    PyObject* types;
+    unsigned long long address;
+    if (!PyArg_ParseTuple(args, "O!K", &PyTuple_Type, &types, &address)) return NULL;
+    Py_INCREF(types);
+    Py_XSETREF(tensor_types, types);
+    tensor_data_ptr = (void* (*)(PyObject*))(uintptr_t)address;
+    Py_RETURN_NONE;
+}
+
+static PyTypeObject KernelType = {PyVarObject_HEAD_INIT(NULL, 0)};
+
+static PyMethodDef methods[] = {
+    {"use_tensor_api", use_tensor_api, METH_VARARGS, "Read data pointers of these exact types in C."},
+    {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pd_launch", NULL, -1, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_pd_launch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__pd_launch(void) {
+    KernelType.tp_name = "_pd_launch.Kernel";
+    KernelType.tp_basicsize = sizeof(Kernel);
+    KernelType.tp_flags = Py_TPFLAGS_DEFAULT;
+    KernelType.tp_doc = "A compiled polyduct-cpp kernel: kernel(*tensors, *sizes).";
+    KernelType.tp_new = PyType_GenericNew;
+    KernelType.tp_init = Kernel_init;
+    KernelType.tp_dealloc = Kernel_dealloc;
+    KernelType.tp_call = Kernel_call;
     if (PyType_Ready(&KernelType) < 0) return NULL;
     data_ptr_name = PyUnicode_InternFromString("data_ptr");
     PyObject* m = PyModule_Create(&module);
