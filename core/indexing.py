@@ -134,7 +134,12 @@ def size_symbol(name: str) -> sympy.Symbol:
 
 
 def contiguous_strides(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
-    """Row-major strides for `sizes`."""
+    """Row-major strides for `sizes` (cached)."""
+    return _contiguous_strides(tuple(sympy.sympify(s) for s in sizes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _contiguous_strides(sizes: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
     strides: list[sympy.Expr] = []
     step: sympy.Expr = sympy.Integer(1)
     for size in reversed(sizes):
@@ -144,12 +149,28 @@ def contiguous_strides(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
 
 
 def linear_index(idx: Sequence[sympy.Expr], strides: Sequence[sympy.Expr]) -> sympy.Expr:
-    """sum(idx[i] * strides[i])."""
+    """sum(idx[i] * strides[i]) (cached: bodies are traced several times with the same indices)."""
+    if len(idx) != len(strides):
+        raise ValueError(f"{len(idx)} indices for {len(strides)} strides")
+    return _linear_index(_exprs(idx), _exprs(strides))
+
+
+def _exprs(values: Sequence[sympy.Expr | int]) -> tuple[sympy.Expr, ...]:
+    return tuple(v if isinstance(v, sympy.Basic) else sympy.sympify(v) for v in values)
+
+
+@functools.lru_cache(maxsize=8192)
+def _linear_index(idx: tuple[sympy.Expr, ...], strides: tuple[sympy.Expr, ...]) -> sympy.Expr:
     return sympy.Add(*(i * s for i, s in zip(idx, strides, strict=True)))
 
 
 def unflatten(flat: sympy.Expr, ranges: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
     """Row-major coordinates of the flat index `flat` over `ranges` (for flat-indexed backends)."""
+    return _unflatten(sympy.sympify(flat), _exprs(ranges))
+
+
+@functools.lru_cache(maxsize=4096)
+def _unflatten(flat: sympy.Expr, ranges: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
     coords: list[sympy.Expr] = []
     divisor: sympy.Expr = sympy.Integer(1)
     for i, size in reversed(list(enumerate(ranges))):

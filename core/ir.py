@@ -10,6 +10,7 @@ explicitly: there is no "current handler" state anywhere.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -49,20 +50,30 @@ class Layout:
         """Flat element offset of the element at coordinates `idx`."""
         if not idx:
             return self.offset
-        return self.offset + linear_index(idx, self.stride)
+        return _offset_index(self.offset, linear_index(idx, self.stride))
 
     def extent(self) -> Expr:
         """Elements addressable from the storage start (offset + furthest element + 1)."""
-        if any(s == 0 for s in self.size):
-            return sympy.Integer(0)
-        far = sum(((s - 1) * st for s, st in zip(self.size, self.stride, strict=True)), start=0)
-        return sympy.sympify(self.offset + far + 1)
+        return _extent(self.size, self.stride, self.offset)
 
     def is_contiguous(self) -> bool:
         """Row-major with no offset (size-1 dims may have any stride)."""
         want = contiguous_strides(self.size)
         same = all(s == 1 or a == b for s, a, b in zip(self.size, self.stride, want, strict=True))
         return same and self.offset == 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> Expr:
+    if any(s == 0 for s in size):
+        return sympy.Integer(0)
+    far = sum(((s - 1) * st for s, st in zip(size, stride, strict=True)), start=0)
+    return sympy.sympify(offset + far + 1)
+
+
+@functools.lru_cache(maxsize=8192)
+def _offset_index(offset: Expr, index: Expr) -> Expr:
+    return offset + index
 
 
 @dataclass(frozen=True)

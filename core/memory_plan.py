@@ -13,6 +13,7 @@ Extern calls are assumed to possibly return views of their tensor arguments.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -53,9 +54,14 @@ def _refs(value: Constant) -> Iterable[str]:
 def _expr_names(exprs: Iterable[object]) -> set[str]:
     names: set[str] = set()
     for expr in exprs:
-        if isinstance(expr, sympy.Basic):
-            names.update(s.name for s in expr.free_symbols if isinstance(s, sympy.Symbol))
+        if isinstance(expr, sympy.Basic) and not expr.is_Number:
+            names.update(_symbol_names(expr))
     return names
+
+
+@functools.lru_cache(maxsize=4096)
+def _symbol_names(expr: sympy.Basic) -> frozenset[str]:
+    return frozenset(s.name for s in expr.free_symbols if isinstance(s, sympy.Symbol))
 
 
 def names_used(line: Line) -> set[str]:
@@ -90,6 +96,11 @@ def names_used(line: Line) -> set[str]:
 
 def storage_size(size: Shape, stride: Shape) -> sympy.Expr:
     """Elements a (size, stride) layout addresses from its first element (0 when empty)."""
+    return _storage_size(tuple(size), tuple(stride))
+
+
+@functools.lru_cache(maxsize=4096)
+def _storage_size(size: Shape, stride: Shape) -> sympy.Expr:
     extent: sympy.Expr = sympy.Integer(1)
     for n, s in zip(size, stride, strict=True):
         extent = extent + (sympy.sympify(n) - 1) * sympy.sympify(s)
@@ -142,34 +153,43 @@ def _aliases(lines: tuple[Line, ...]) -> _Storage:
     return storage
 
 
-def _reusable(lines: tuple[Line, ...], index: int, name: str, storage: _Storage) -> bool:
-    """Whether `Free(name)` at `index` releases storage nothing can see any more."""
+def _reusable(
+    lines: tuple[Line, ...], uses: list[set[str]], index: int, name: str, storage: _Storage
+) -> bool:
+    """Whether `Free(name)` at `index` releases storage nothing can see any more
+    (`uses[i]` is `names_used(lines[i])`)."""
     if name not in storage.owned or storage.root(name) != name:
         return False
     group = storage.members(name)
-    for line in lines[index + 1 :]:
+    for line, used in zip(lines[index + 1 :], uses[index + 1 :], strict=True):
         if isinstance(line, Free):  # a later `del` of an alias reads nothing
             continue
         if isinstance(line, GraphOutputs) and group & set(line.names):
             return False
-        if group & names_used(line):
+        if group & used:
             return False
     return True
 
 
 def _key(line: Allocate | Reuse, device: str, dtype: object) -> tuple[str, str, str]:
-    return device, str(dtype), sympy.srepr(storage_size(line.size, line.stride))
+    return device, str(dtype), _storage_key(tuple(line.size), tuple(line.stride))
+
+
+@functools.lru_cache(maxsize=4096)
+def _storage_key(size: Shape, stride: Shape) -> str:
+    return str(sympy.srepr(storage_size(size, stride)))
 
 
 def reuse_buffers(program: WrapperProgram) -> WrapperProgram:
     """Turn `Free(a) ... Allocate(b)` of equal device, dtype and storage size into `Reuse`."""
     lines = program.lines
     storage = _aliases(lines)
+    uses = [names_used(line) for line in lines]
     allocs = {line.name: line for line in lines if isinstance(line, Allocate)}
     pool: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
     out: list[Line | None] = []
     for index, line in enumerate(lines):
-        if isinstance(line, Free) and _reusable(lines, index, line.name, storage):
+        if isinstance(line, Free) and _reusable(lines, uses, index, line.name, storage):
             old = allocs[line.name]
             pool.setdefault(_key(old, old.device, old.dtype), []).append((len(out), old.name))
         elif isinstance(line, Allocate):

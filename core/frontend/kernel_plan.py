@@ -244,6 +244,14 @@ def _size_args(
         exprs.extend(m.access.exprs)
     symbols: set[sympy.Symbol] = set()
     for e in exprs:
-        symbols |= sympy.sympify(e).free_symbols
-    keep = [s for s in symbols if not str(s).startswith(_INDEX_PREFIXES)]
-    return tuple(sorted(keep, key=str))
+        if not isinstance(e, sympy.Basic):
+            e = sympy.sympify(e)
+        if not e.is_Number:
+            symbols |= e.free_symbols
+    keep = [s for s in symbols if not _symbol_text(s).startswith(_INDEX_PREFIXES)]
+    return tuple(sorted(keep, key=_symbol_text))
+
+
+def _symbol_text(symbol: sympy.Basic) -> str:
+    """`str(symbol)`, without the printer for plain symbols (whose text is their name)."""
+    return symbol.name if type(symbol) is sympy.Symbol else str(symbol)
