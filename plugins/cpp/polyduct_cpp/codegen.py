@@ -12,7 +12,7 @@ import sympy
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import contiguous_strides, index_vars
 from polyduct.kernel import KernelSpec
-from polyduct_cpp.ctypes_map import compute_type
+from polyduct_cpp.ctypes_map import compute_type, storage_type
 from polyduct_cpp.emitter import StageState
 from polyduct_cpp.ops import CppOps
 from polyduct_cpp.options import CppOptions
@@ -80,6 +80,7 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         _sizes(out, emitter, "pd_n", spec.ranges, "pd_xnumel")
         _sizes(out, emitter, "pd_m", spec.reduction_ranges, "pd_rnumel")
         out.line("(void)pd_err; (void)pd_xnumel; (void)pd_rnumel;")
+        _prefault_outputs(out, spec, emitter, options)
         if flat:
             _flat_pointwise(out, states, ndim - 1, options)
         elif spec.kind == "pointwise":
@@ -88,6 +89,23 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
             _rows(out, spec, options, emitter, states)
     out.line("}")
     return out.getvalue(), list(emitter.sites)
+
+
+_PREFAULT_MIN_BYTES = 1 << 20  # PD_PREFAULT_MIN_BYTES of polyduct_cpp.h
+
+
+def _prefault_outputs(
+    out: IndentedBuffer, spec: KernelSpec, emitter: StageEmitter, options: CppOptions
+) -> None:
+    """Fault in fresh output buffers ahead of the loops (`pd_prefault`; large buffers only)."""
+    threads = "true" if options.openmp else "false"
+    for buf in spec.args:
+        small = buf.numel.is_Integer and int(buf.numel) * buf.dtype.itemsize < _PREFAULT_MIN_BYTES
+        if buf.role != "out" or small:
+            continue
+        ctype = storage_type(buf.dtype)
+        size = f"int64_t({emitter.index(buf.numel)}) * int64_t(sizeof({ctype}))"
+        out.line(f"pd_prefault({emitter.names[buf.name]}, {size}, {threads});")
 
 
 def _rows(
