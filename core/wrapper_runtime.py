@@ -102,8 +102,36 @@ def input_guards(*tensors: torch.Tensor) -> InputGuard:
     """
     if _TENSOR_GUARDS is None:
         return UNCHECKED
-    guard: InputGuard = _TENSOR_GUARDS(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
-    return guard
+    first: dict[int, int] = {}
+    for i, t in enumerate(tensors):
+        first.setdefault(id(t), i)
+    guard: InputGuard = _TENSOR_GUARDS(
+        *(tensors[i] for i in first.values()), dynamic_dims_sizes=None, dynamic_dims_strides=None
+    )
+    if len(first) == len(tensors):
+        return guard
+    repeats = tuple((i, first[id(t)]) for i, t in enumerate(tensors) if first[id(t)] != i)
+    return _RepeatsGuard(guard, tuple(first.values()), repeats)
+
+
+@final
+class _RepeatsGuard:
+    """For inputs that pass one tensor more than once (a backward graph's saved tensors may):
+    `TensorGuards` rejects a tensor given twice, so it checks the distinct ones, and every repeat
+    must be the very object it repeated before."""
+
+    __slots__ = ("_distinct", "_guard", "_repeats")
+
+    def __init__(
+        self, guard: InputGuard, distinct: tuple[int, ...], repeats: tuple[tuple[int, int], ...]
+    ) -> None:
+        self._guard, self._distinct, self._repeats = guard, distinct, repeats
+
+    def check(self, *tensors: object) -> bool:
+        for i, j in self._repeats:
+            if tensors[i] is not tensors[j]:
+                return False
+        return self._guard.check(*[tensors[i] for i in self._distinct])
 
 
 def _empty_strided_cpu_eager(

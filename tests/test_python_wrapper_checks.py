@@ -110,3 +110,14 @@ def test_empty_strided_cpu_layout() -> None:
     cpu = torch.device("cpu")
     assert (t.shape, t.stride(), t.dtype, t.device) == ((2, 3), (1, 2), torch.float16, cpu)
     assert not t.requires_grad
+
+
+def test_input_guards_accept_a_tensor_passed_twice() -> None:
+    """Dynamo's guard rejects one tensor given twice; repeats are checked as the same object."""
+    a, b = torch.randn(2, 2), torch.randn(2, 2)
+    guard = input_guards(a, b, a)
+    assert guard.check(a, b, a)
+    assert guard.check(b, a, b)  # the same layouts, repeated at the same positions
+    assert not guard.check(a, b, b)
+    assert not guard.check(a, b, a.clone())
+    assert not guard.check(a, b, a.double())
