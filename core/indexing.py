@@ -123,8 +123,9 @@ def _needs_expansion(expr: sympy.Expr) -> bool:
     return any(_needs_expansion(a) for a in expr.args)
 
 
+@functools.lru_cache(maxsize=256)
 def index_vars(prefix: str, count: int) -> tuple[sympy.Symbol, ...]:
-    """`count` non-negative integer index symbols named `<prefix>0`, `<prefix>1`, ..."""
+    """`count` non-negative integer index symbols named `<prefix>0`, `<prefix>1`, ... (cached)."""
     return tuple(sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(count))
 
 

@@ -54,21 +54,24 @@ class _Recorder(DefaultHandler[Any]):
     def _record(
         self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None
     ) -> Any:
-        entry = (name, self._norm(args), self._norm(tuple(sorted((kwargs or {}).items()))))
+        entry: tuple[Hashable, ...] = (name, tuple([self._norm(a) for a in args]))
+        if kwargs:
+            entry += (self._norm(tuple(sorted(kwargs.items()))),)
         self.trace.append(entry)
         return _Value(len(self.trace) - 1)
 
     def _norm(self, value: Any) -> Hashable:
-        if isinstance(value, _Value):
+        kind = type(value)
+        if kind is _Value:
             return ("value", value.n)
-        if isinstance(value, str):
+        if kind is str:
             return ("buffer", self.buffers[value]) if value in self.buffers else ("str", value)
-        if isinstance(value, (tuple, list)):
-            return (type(value).__name__, tuple(self._norm(v) for v in value))
-        if isinstance(value, (bool, int, float)):
-            return (type(value).__name__, repr(value))  # keeps -0.0 apart from 0.0, True from 1
         if value is None or isinstance(value, (sympy.Basic, torch.dtype)):
             return value
+        if kind in (bool, int, float):  # exact types: subclasses are not traced
+            return (kind.__name__, repr(value))  # keeps -0.0 apart from 0.0, True from 1
+        if kind in (tuple, list):
+            return (kind.__name__, tuple([self._norm(v) for v in value]))
         raise _NotKeyed(f"argument {value!r}")
 
     def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> Any:

@@ -54,8 +54,17 @@ class FallbackReport:
 
 
 def op_name(target: Any) -> str:
-    """Qualified overload name such as `aten.add.Tensor`."""
-    return str(target)
+    """Qualified overload name such as `aten.add.Tensor` (remembered per target)."""
+    try:
+        return _OP_NAMES[target]
+    except KeyError:
+        name = _OP_NAMES[target] = str(target)
+        return name
+    except TypeError:  # an unhashable callable
+        return str(target)
+
+
+_OP_NAMES: dict[Any, str] = {}
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import sympy
@@ -17,13 +18,25 @@ def sym_expr(value: Any) -> sympy.Expr:
     torch's own integer functions (`FloorDiv`, `CleanDiv`, `ModularIndexing`) become polyduct's
     (`polyduct.indexing`), which every kernel backend's index printer knows.
     """
+    if type(value) is int:
+        return _integer(value)
     if isinstance(value, torch.SymInt):
-        expr = value.node.expr
-        subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
-        return _polyduct_functions(sympy.sympify(expr.xreplace(subs)))
+        return _from_torch(value.node.expr)
     if isinstance(value, (int, sympy.Expr)):
         return sympy.sympify(value)
     raise TypeError(f"not a size: {value!r}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _integer(value: int) -> sympy.Expr:
+    return sympy.Integer(value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _from_torch(expr: sympy.Expr) -> sympy.Expr:
+    """A torch symbolic-shape expression over polyduct's size symbols and functions."""
+    subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
+    return _polyduct_functions(sympy.sympify(expr.xreplace(subs)))
 
 
 def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:
