@@ -94,9 +94,13 @@ PD_INLINE int64_t pd_chunk_size(int64_t count, int64_t work) {
 #endif
 #endif
 // Outputs of at least this many bytes are faulted in ahead (pd_prefault); above the second
-// threshold by all threads.
+// threshold by all threads. Both can be set with -D (extra_flags).
+#ifndef PD_PREFAULT_MIN_BYTES
 #define PD_PREFAULT_MIN_BYTES (int64_t(1) << 20)
+#endif
+#ifndef PD_PREFAULT_THREADS_BYTES
 #define PD_PREFAULT_THREADS_BYTES (int64_t(8) << 20)
+#endif
 
 // Fault in the pages of a freshly allocated output with one madvise(MADV_POPULATE_WRITE) per
 // thread instead of one page fault per page as the kernel first writes it (a large fresh
