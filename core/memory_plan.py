@@ -21,6 +21,7 @@ from typing import Final
 import sympy
 from typing_extensions import assert_never
 
+from polyduct.indexing import expanded
 from polyduct.wrapper_ir import (
     Allocate,
     Comment,
@@ -101,12 +102,13 @@ def storage_size(size: Shape, stride: Shape) -> sympy.Expr:
 
 @functools.lru_cache(maxsize=4096)
 def _storage_size(size: Shape, stride: Shape) -> sympy.Expr:
-    extent: sympy.Expr = sympy.Integer(1)
-    for n, s in zip(size, stride, strict=True):
-        extent = extent + (sympy.sympify(n) - 1) * sympy.sympify(s)
     if any(sympy.sympify(n) == 0 for n in size):
         return sympy.Integer(0)
-    return sympy.expand(extent)
+    terms: list[sympy.Expr] = [sympy.Integer(1)]
+    for n, s in zip(size, stride, strict=True):
+        stride_expr = sympy.sympify(s)
+        terms += (sympy.sympify(n) * stride_expr, -stride_expr)  # (n - 1) * s, distributed
+    return expanded(sympy.Add(*terms))
 
 
 @dataclass
@@ -171,13 +173,10 @@ def _reusable(
     return True
 
 
-def _key(line: Allocate | Reuse, device: str, dtype: object) -> tuple[str, str, str]:
-    return device, str(dtype), _storage_key(tuple(line.size), tuple(line.stride))
-
-
-@functools.lru_cache(maxsize=4096)
-def _storage_key(size: Shape, stride: Shape) -> str:
-    return str(sympy.srepr(storage_size(size, stride)))
+def _key(line: Allocate | Reuse, device: str, dtype: object) -> tuple[str, str, sympy.Expr]:
+    """What two allocations must share to swap storage: device, dtype and storage size (sympy
+    expressions compare structurally, symbols' assumptions included)."""
+    return device, str(dtype), storage_size(line.size, line.stride)
 
 
 def reuse_buffers(program: WrapperProgram) -> WrapperProgram:
@@ -186,7 +185,7 @@ def reuse_buffers(program: WrapperProgram) -> WrapperProgram:
     storage = _aliases(lines)
     uses = [names_used(line) for line in lines]
     allocs = {line.name: line for line in lines if isinstance(line, Allocate)}
-    pool: dict[tuple[str, str, str], list[tuple[int, str]]] = {}
+    pool: dict[tuple[str, str, sympy.Expr], list[tuple[int, str]]] = {}
     out: list[Line | None] = []
     for index, line in enumerate(lines):
         if isinstance(line, Free) and _reusable(lines, uses, index, line.name, storage):

@@ -7,6 +7,7 @@ The pipeline is a sequence of named steps; `CompiledGraph` keeps every intermedi
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -49,7 +50,13 @@ LOG = logging.getLogger("polyduct.frontend")
 
 
 def core_lowerings() -> dict[str, LoweringFn]:
-    """The core's lowering table (every family), by aten overload name."""
+    """The core's lowering table (every family), by aten overload name (a fresh copy)."""
+    return dict(_core_lowerings())
+
+
+@functools.cache
+def _core_lowerings() -> dict[str, LoweringFn]:
+    """Built once per process: the families' tables are fixed (about 2M instructions)."""
     table: dict[str, LoweringFn] = {}
     modules = (
         lowerings_pointwise,

@@ -75,8 +75,14 @@ def _coords(ranges: Sequence[Expr], kvars: Sequence[Expr]) -> tuple[Expr, ...]:
     return tuple(sympy.Integer(0) if s == 1 else next(it) for s in ranges)
 
 
-def _place(node: ComputeNode, group: Group) -> Member | None:
-    """How `node` sits in `group` (stage kind and coordinates), or None if shapes differ."""
+def _place(
+    node: ComputeNode, group: Group, traces: dict[tuple[Any, ...], Access] | None = None
+) -> Member | None:
+    """How `node` sits in `group` (stage kind and coordinates), or None if shapes differ.
+
+    `traces` keeps the node's accesses by coordinates: a node placed twice at the same
+    coordinates (tried in the last group, then put in a new one) is traced once.
+    """
     xv = index_vars("x", len(group.outer))
     rv = index_vars("r", len(group.red))
     sq = _squeeze(node.ranges)
@@ -94,8 +100,11 @@ def _place(node: ComputeNode, group: Group) -> Member | None:
         kind, x, r = "reduce", _coords(node.ranges, xv), _coords(node.reduction_ranges, rv)
     else:
         return None
-    access = Access()
-    node.body(AccessRecorder(access), x, r)
+    traces = {} if traces is None else traces
+    access = traces.get((x, r))
+    if access is None:
+        access = traces[(x, r)] = Access()
+        node.body(AccessRecorder(access), x, r)
     return Member(node, kind, x, r, access)
 
 
@@ -149,7 +158,8 @@ def schedule(graph: IRGraph) -> list[Item]:
             items.append(node)
             continue
         last = items[-1] if items and isinstance(items[-1], Group) else None
-        member = _place(node, last) if last is not None else None
+        traces: dict[tuple[Any, ...], Access] = {}
+        member = _place(node, last, traces) if last is not None else None
         if last is not None and member is not None and _reads_ok(member, last):
             last.members.append(member)
             continue
@@ -161,7 +171,7 @@ def schedule(graph: IRGraph) -> list[Item]:
             node.body(AccessRecorder(access), xv, rv)
             group.members.append(Member(node, node.kind, xv, rv, access))
         else:
-            placed = _place(node, group)
+            placed = _place(node, group, traces)
             assert placed is not None
             group.members.append(placed)
         items.append(group)
@@ -246,9 +256,13 @@ def _stage_body(
         ranges.update(zip(r, extents[1], strict=False))
         wrapped = _KernelOps(ops, renames, removed, RangeSimplifier(ranges))
         subs = _kernel_subs(x, r)
+        identity = all(k is v for k, v in subs.items())  # traced at the kernel's own variables
         for m in run:
-            mx = tuple(sympy.sympify(e).xreplace(subs) for e in m.x)
-            mr = tuple(sympy.sympify(e).xreplace(subs) for e in m.r)
+            if identity:
+                mx, mr = m.x, m.r
+            else:
+                mx = tuple(sympy.sympify(e).xreplace(subs) for e in m.x)
+                mr = tuple(sympy.sympify(e).xreplace(subs) for e in m.r)
             m.node.body(wrapped, mx, mr)
 
     return body
