@@ -95,6 +95,7 @@ class Emitter:
         self._printer = CIndexPrinter()
         self._indirect: dict[str, Indirect] = {}
         self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
+        self.load_exprs: list[sympy.Expr] = []  # indexes of buffer loads (for the loop order)
         self.flatten: dict[sympy.Symbol, sympy.Expr] = {}  # outer vars zeroed when flattened
         self._count = 0
         self.state = StageState("outer")
@@ -249,6 +250,7 @@ class Emitter:
         buf = self.spec.buffer(name)
         if buf.role == "local":
             return CVal(self.locals[name], buf.dtype)
+        self.load_exprs.append(sympy.sympify(index))
         return self.load_at(name, self.index(index, name), buf.dtype)
 
     def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> CVal:
