@@ -14,7 +14,7 @@ Extern calls are assumed to possibly return views of their tensor arguments.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -95,6 +95,22 @@ def names_used(line: Line) -> set[str]:
             assert_never(line)
 
 
+Uses = Callable[[Line], set[str]]
+
+
+class _UsesOnce:
+    """`names_used`, computed once per line object across the passes of one `plan_memory`."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Line, set[str]]] = {}  # id -> (line kept alive, names)
+
+    def __call__(self, line: Line) -> set[str]:
+        hit = self._seen.get(id(line))
+        if hit is None:
+            hit = self._seen[id(line)] = (line, names_used(line))
+        return hit[1]
+
+
 def storage_size(size: Shape, stride: Shape) -> sympy.Expr:
     """Elements a (size, stride) layout addresses from its first element (0 when empty)."""
     return _storage_size(tuple(size), tuple(stride))
@@ -117,6 +133,7 @@ class _Storage:
 
     parent: dict[str, str] = field(default_factory=dict)
     owned: set[str] = field(default_factory=set)
+    _groups: dict[str, set[str]] | None = None  # root -> names, built on first `members`
 
     def root(self, name: str) -> str:
         while self.parent.get(name, name) != name:
@@ -124,6 +141,7 @@ class _Storage:
         return name
 
     def join(self, name: str, other: str) -> None:
+        self._groups = None
         a, b = self.root(name), self.root(other)
         if a != b:
             self.parent[a] = b
@@ -131,10 +149,14 @@ class _Storage:
 
     def members(self, name: str) -> set[str]:
         root = self.root(name)
-        return {n for n in (*self.parent, root) if self.root(n) == root}
+        if self._groups is None:  # joins are over once members are asked for
+            self._groups = {}
+            for n in self.parent:
+                self._groups.setdefault(self.root(n), set()).add(n)
+        return self._groups.get(root, set()) | {root}
 
 
-def _aliases(lines: tuple[Line, ...]) -> _Storage:
+def _aliases(lines: tuple[Line, ...], uses: Uses = names_used) -> _Storage:
     storage = _Storage()
     for line in lines:
         match line:
@@ -150,27 +172,29 @@ def _aliases(lines: tuple[Line, ...]) -> _Storage:
             case ExternCall(result=result, out=out) if result and result != out:
                 storage.parent.setdefault(result, result)
                 # an out= call returns `out`; otherwise the result may view any tensor argument
-                for arg in {out} if out is not None else names_used(line):
+                for arg in {out} if out is not None else uses(line):
                     storage.join(result, arg)
     return storage
 
 
-def _reusable(
-    lines: tuple[Line, ...], uses: list[set[str]], index: int, name: str, storage: _Storage
-) -> bool:
-    """Whether `Free(name)` at `index` releases storage nothing can see any more
-    (`uses[i]` is `names_used(lines[i])`)."""
+def _reusable(last_use: dict[str, int], index: int, name: str, storage: _Storage) -> bool:
+    """Whether `Free(name)` at `index` releases storage nothing can see any more: no name of its
+    storage group is used (read, or returned as a graph output) by a later line other than a
+    `Free` (`last_use`: name -> index of the last such line)."""
     if name not in storage.owned or storage.root(name) != name:
         return False
-    group = storage.members(name)
-    for line, used in zip(lines[index + 1 :], uses[index + 1 :], strict=True):
-        if isinstance(line, Free):  # a later `del` of an alias reads nothing
-            continue
-        if isinstance(line, GraphOutputs) and group & set(line.names):
-            return False
-        if group & used:
-            return False
-    return True
+    return all(last_use.get(member, -1) <= index for member in storage.members(name))
+
+
+def _last_uses(lines: tuple[Line, ...], uses: Uses = names_used) -> dict[str, int]:
+    """Name -> index of the last line, a later `del` of an alias (which reads nothing) aside,
+    that uses it (`names_used`; a graph output uses the names it returns)."""
+    last: dict[str, int] = {}
+    for index, line in enumerate(lines):
+        if not isinstance(line, Free):
+            for name in uses(line):
+                last[name] = index
+    return last
 
 
 def _key(line: Allocate | Reuse, device: str, dtype: object) -> tuple[str, str, sympy.Expr]:
@@ -179,16 +203,16 @@ def _key(line: Allocate | Reuse, device: str, dtype: object) -> tuple[str, str, 
     return device, str(dtype), storage_size(line.size, line.stride)
 
 
-def reuse_buffers(program: WrapperProgram) -> WrapperProgram:
+def reuse_buffers(program: WrapperProgram, uses: Uses = names_used) -> WrapperProgram:
     """Turn `Free(a) ... Allocate(b)` of equal device, dtype and storage size into `Reuse`."""
     lines = program.lines
-    storage = _aliases(lines)
-    uses = [names_used(line) for line in lines]
+    storage = _aliases(lines, uses)
+    last_use = _last_uses(lines, uses)
     allocs = {line.name: line for line in lines if isinstance(line, Allocate)}
     pool: dict[tuple[str, str, sympy.Expr], list[tuple[int, str]]] = {}
     out: list[Line | None] = []
     for index, line in enumerate(lines):
-        if isinstance(line, Free) and _reusable(lines, uses, index, line.name, storage):
+        if isinstance(line, Free) and _reusable(last_use, index, line.name, storage):
             old = allocs[line.name]
             pool.setdefault(_key(old, old.device, old.dtype), []).append((len(out), old.name))
         elif isinstance(line, Allocate):
@@ -202,11 +226,11 @@ def reuse_buffers(program: WrapperProgram) -> WrapperProgram:
     return WrapperProgram(tuple(line for line in out if line is not None))
 
 
-def remove_dead_buffers(program: WrapperProgram) -> WrapperProgram:
+def remove_dead_buffers(program: WrapperProgram, uses: Uses = names_used) -> WrapperProgram:
     """Drop `Allocate(a)` and its `Free(a)` when nothing else ever uses `a`."""
     used: dict[str, int] = {}
     for line in program.lines:
-        for name in names_used(line):
+        for name in uses(line):
             used[name] = used.get(name, 0) + 1
     frees = {line.name for line in program.lines if isinstance(line, Free)}
     dead = {
@@ -224,7 +248,8 @@ def remove_dead_buffers(program: WrapperProgram) -> WrapperProgram:
 
 def plan_memory(program: WrapperProgram) -> WrapperProgram:
     """The `plan_memory` pass: dead-buffer removal, then storage reuse."""
-    return reuse_buffers(remove_dead_buffers(program))
+    uses = _UsesOnce()
+    return reuse_buffers(remove_dead_buffers(program, uses), uses)
 
 
 PASSES: Final = (("plan_memory", plan_memory),)
