@@ -123,6 +123,16 @@ def _needs_expansion(expr: sympy.Expr) -> bool:
     return any(_needs_expansion(a) for a in expr.args)
 
 
+def free_symbols(expr: sympy.Basic) -> frozenset[sympy.Basic]:
+    """`expr.free_symbols`, cached (sympy recomputes it on every access)."""
+    return frozenset() if expr.is_Number else _free_symbols(expr)
+
+
+@functools.lru_cache(maxsize=8192)
+def _free_symbols(expr: sympy.Basic) -> frozenset[sympy.Basic]:
+    return frozenset(expr.free_symbols)
+
+
 @functools.lru_cache(maxsize=256)
 def index_vars(prefix: str, count: int) -> tuple[sympy.Symbol, ...]:
     """`count` non-negative integer index symbols named `<prefix>0`, `<prefix>1`, ... (cached)."""

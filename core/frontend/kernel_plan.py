@@ -10,7 +10,7 @@ import sympy
 
 from polyduct.frontend.kernel_key import KernelKeys
 from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
-from polyduct.indexing import expanded, product
+from polyduct.indexing import expanded, free_symbols, product
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelBuffer, KernelSpec, Role
 from polyduct.wrapper_ir import Ref
@@ -246,8 +246,7 @@ def _size_args(
     for e in exprs:
         if not isinstance(e, sympy.Basic):
             e = sympy.sympify(e)
-        if not e.is_Number:
-            symbols |= e.free_symbols
+        symbols |= free_symbols(e)
     keep = [s for s in symbols if not _symbol_text(s).startswith(_INDEX_PREFIXES)]
     return tuple(sorted(keep, key=_symbol_text))
 

@@ -431,7 +431,7 @@ def _non_overlapping(val: torch.Tensor) -> bool:
 
 def _convert(tree: Any) -> Any:
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_convert(v) for v in tree)
+        return type(tree)([_convert(v) for v in tree])
     if isinstance(tree, dict):
         return {k: _convert(v) for k, v in tree.items()}
     if isinstance(tree, (torch.SymInt, torch.SymFloat, torch.SymBool)):

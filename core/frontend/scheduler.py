@@ -20,7 +20,7 @@ import sympy
 
 from polyduct.handlers.default import DefaultHandler
 from polyduct.index_ranges import RangeSimplifier
-from polyduct.indexing import expanded, index_vars
+from polyduct.indexing import expanded, free_symbols, index_vars
 from polyduct.ir import (
     Access,
     AccessRecorder,
@@ -113,7 +113,7 @@ def _scattered(access: Access) -> set[str]:
     return {
         n
         for n, idx in access.stores
-        if any(str(s).startswith("indirect") for s in idx.free_symbols)
+        if any(str(s).startswith("indirect") for s in free_symbols(idx))
     }
 
 
@@ -139,7 +139,7 @@ def _reads_ok(member: Member, group: Group) -> bool:
             continue
         writer = group.members[pos]
         if name in writer.node.accumulators:
-            if index.free_symbols & rv:
+            if free_symbols(index) & rv:
                 return False
             continue
         if writer is not last or writer.kind != member.kind or member.kind == "reduce":
