@@ -142,9 +142,11 @@ def compile_graph(
     wrapper_opts = options.wrapper_options if wrapper_name == options.wrapper else {}
     wrapper = plugins.wrapper_backend(wrapper_name, wrapper_opts)
     loader = plugins.kernel_loader(backend_opts)
-    fn = _with_constants(_entry(wrapper.build(program, loader)), constants, total_outputs)
+    built = wrapper.build(program, loader)
+    fn = _with_constants(_entry(built), constants, total_outputs)
     fn = _with_attrs(fn, tuple(lowering.attrs.values()))
-    source = wrapper.render(program)
+    # the Python wrapper rendered its source to build it: not rendered a second time
+    source = built.source if isinstance(built, CompiledModule) else wrapper.render(program)
     compiled = CompiledGraph(
         specs, sources, program, lowering.report, fn, source, graph_name, graph_index
     )
