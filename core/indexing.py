@@ -123,6 +123,11 @@ def _needs_expansion(expr: sympy.Expr) -> bool:
     return any(_needs_expansion(a) for a in expr.args)
 
 
+def symbol_text(symbol: sympy.Basic) -> str:
+    """`str(symbol)`, without the printer for a plain Symbol (whose text is its name)."""
+    return symbol.name if type(symbol) is sympy.Symbol else str(symbol)
+
+
 def free_symbols(expr: sympy.Basic) -> frozenset[sympy.Basic]:
     """`expr.free_symbols`, cached (sympy recomputes it on every access)."""
     return frozenset() if expr.is_Number else _free_symbols(expr)

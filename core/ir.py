@@ -67,8 +67,8 @@ class Layout:
 def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> Expr:
     if any(s == 0 for s in size):
         return sympy.Integer(0)
-    far = sum(((s - 1) * st for s, st in zip(size, stride, strict=True)), start=0)
-    return sympy.sympify(offset + far + 1)
+    far = [(s - 1) * st for s, st in zip(size, stride, strict=True)]
+    return sympy.Add(sympy.sympify(offset), *far, sympy.Integer(1))  # one flatten for the sum
 
 
 @functools.lru_cache(maxsize=8192)

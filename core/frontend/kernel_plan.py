@@ -10,7 +10,7 @@ import sympy
 
 from polyduct.frontend.kernel_key import KernelKeys
 from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
-from polyduct.indexing import expanded, free_symbols, product
+from polyduct.indexing import expanded, free_symbols, product, symbol_text
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelBuffer, KernelSpec, Role
 from polyduct.wrapper_ir import Ref
@@ -247,10 +247,5 @@ def _size_args(
         if not isinstance(e, sympy.Basic):
             e = sympy.sympify(e)
         symbols |= free_symbols(e)
-    keep = [s for s in symbols if not _symbol_text(s).startswith(_INDEX_PREFIXES)]
-    return tuple(sorted(keep, key=_symbol_text))
-
-
-def _symbol_text(symbol: sympy.Basic) -> str:
-    """`str(symbol)`, without the printer for plain symbols (whose text is their name)."""
-    return symbol.name if type(symbol) is sympy.Symbol else str(symbol)
+    keep = [s for s in symbols if not symbol_text(s).startswith(_INDEX_PREFIXES)]
+    return tuple(sorted(keep, key=symbol_text))

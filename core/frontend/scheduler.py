@@ -20,7 +20,7 @@ import sympy
 
 from polyduct.handlers.default import DefaultHandler
 from polyduct.index_ranges import RangeSimplifier
-from polyduct.indexing import expanded, free_symbols, index_vars
+from polyduct.indexing import expanded, free_symbols, index_vars, symbol_text
 from polyduct.ir import (
     Access,
     AccessRecorder,
@@ -113,7 +113,7 @@ def _scattered(access: Access) -> set[str]:
     return {
         n
         for n, idx in access.stores
-        if any(str(s).startswith("indirect") for s in free_symbols(idx))
+        if any(symbol_text(s).startswith("indirect") for s in free_symbols(idx))
     }
 
 

@@ -10,6 +10,7 @@ import torch
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.kernel_plan import Planned, extern_reads
+from polyduct.indexing import symbol_text
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelSource
 from polyduct.wrapper_ir import (
@@ -39,14 +40,14 @@ def _size_defs(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:
     for name in graph.inputs:
         if name in int_inputs:
             expr = int_inputs[name]
-            if expr.is_Symbol and str(expr) not in defs:
-                defs[str(expr)] = SizeDef(str(expr), name, "value")
+            if expr.is_Symbol and symbol_text(expr) not in defs:
+                defs[symbol_text(expr)] = SizeDef(symbol_text(expr), name, "value")
             continue
         layout = graph.buffers[name].layout
         for attr, values in (("size", layout.size), ("stride", layout.stride)):
             for dim, v in enumerate(values):
-                if v.is_Symbol and str(v) not in defs:
-                    defs[str(v)] = SizeDef(str(v), name, attr, dim)
+                if v.is_Symbol and symbol_text(v) not in defs:
+                    defs[symbol_text(v)] = SizeDef(symbol_text(v), name, attr, dim)
     return list(defs.values())
 
 
@@ -153,7 +154,7 @@ def _outputs(graph: IRGraph) -> tuple[list[str], list[Line]]:
             lines.append(ReinterpretView(name, out.buffer, lay.size, lay.stride, lay.offset))
             names.append(name)
         elif isinstance(out, sympy.Expr) and out.is_Symbol:
-            names.append(str(out))
+            names.append(symbol_text(out))
         else:
             raise LoweringError("output", str(i), f"graph output {out!r} is not supported")
     return names, lines
