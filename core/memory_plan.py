@@ -216,7 +216,7 @@ def reuse_buffers(program: WrapperProgram, uses: Uses = names_used) -> WrapperPr
             old = allocs[line.name]
             pool.setdefault(_key(old, old.device, old.dtype), []).append((len(out), old.name))
         elif isinstance(line, Allocate):
-            free = pool.get(_key(line, line.device, line.dtype))
+            free = pool.get(_key(line, line.device, line.dtype)) if pool else None
             if free:
                 slot, old_name = free.pop()  # most recently freed: likeliest still in cache
                 out[slot] = None
