@@ -78,7 +78,7 @@ def _restride(graph: IRGraph, value: StorageView) -> StorageView:
     Library kernels do not always return the strides their meta functions report (the CPU
     flash-attention kernel, for one); kernels index by the promised strides, so make them true.
     """
-    if value.layout.is_contiguous() or not _plain_layout(value.layout):
+    if not restrided(value.layout):
         return value
     layout = replace(value.layout, offset=sympy.Integer(0))  # a fresh tensor starts its storage
     empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
@@ -103,6 +103,12 @@ def _restride(graph: IRGraph, value: StorageView) -> StorageView:
         )
     )
     return StorageView(fixed, layout)
+
+
+def restrided(layout: Layout) -> bool:
+    """Whether an extern result of this (promised) layout is copied into it afterwards: the
+    library's own result may have other strides, so only the copy is held to the layout."""
+    return not layout.is_contiguous() and _plain_layout(layout)
 
 
 def _sizes(values: Sequence[sympy.Expr]) -> tuple[Any, ...]:

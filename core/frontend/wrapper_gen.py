@@ -9,6 +9,7 @@ import sympy
 import torch
 
 from polyduct.errors import LoweringError
+from polyduct.frontend.externs import restrided
 from polyduct.frontend.kernel_plan import Planned, extern_reads
 from polyduct.indexing import symbol_text
 from polyduct.ir import ExternNode, IRGraph, StorageView
@@ -110,7 +111,7 @@ def build_program(
         if isinstance(item, ExternNode):
             body += _extern_lines(graph, item)
             if debug_asserts:
-                body += _debug_asserts(graph, item.outputs, item.op)
+                body += _debug_asserts(graph, _promised(graph, item), item.op)
             continue
         for out in item.outputs:
             lay = graph.buffers[out].layout
@@ -128,6 +129,16 @@ def build_program(
     lines += _with_frees(body, set(outputs) | set(graph.inputs))
     lines.append(GraphOutputs(tuple(outputs)))
     return WrapperProgram(tuple(lines))
+
+
+def _promised(graph: IRGraph, node: ExternNode) -> list[str]:
+    """The outputs of an extern call held to their layout: not those copied into it next."""
+    if node.op in _RESTRIDE_OPS:
+        return list(node.outputs)
+    return [o for o in node.outputs if o and not restrided(graph.buffers[o].layout)]
+
+
+_RESTRIDE_OPS = frozenset({"aten.empty_strided.default", "aten.copy_.default"})
 
 
 def _debug_asserts(graph: IRGraph, names: Sequence[str], producer: str) -> list[Line]:
