@@ -17,19 +17,27 @@ slice() {  # name, then conformance arguments
         --json "$OUT/conformance/$name.json" "$@" > "$OUT/conformance/$name.txt" 2>&1
     echo "$name: exit $? $(tail -1 "$OUT/conformance/$name.txt")"
 }
-for dtype in float16 bfloat16 float32 float64; do  # math by dtype and initial: 16 slices
-    for initial in abc defgh ilm nprstz; do
-        slice "math-$dtype-$initial" --category math --dtypes "$dtype" --ops "^[$initial]" &
+# POLYDUCT_GPU_CATEGORIES="reduction scan" runs only those categories (default: all, math split)
+CATEGORIES=${POLYDUCT_GPU_CATEGORIES:-comparison bitwise dtype memory indexing reduction scan random other graph}
+if [ -z "${POLYDUCT_GPU_CATEGORIES:-}" ]; then
+    for dtype in float16 bfloat16 float32 float64; do  # math by dtype and initial: 16 slices
+        for initial in abc defgh ilm nprstz; do
+            slice "math-$dtype-$initial" --category math --dtypes "$dtype" --ops "^[$initial]" &
+        done
     done
-done
-slice math-int --category math --dtypes int8,int16,int32,int64,uint8,bool &
-for category in comparison bitwise dtype memory indexing reduction scan random other graph; do
+    slice math-int --category math --dtypes int8,int16,int32,int64,uint8,bool &
+fi
+for category in $CATEGORIES; do
     slice "$category" --category "$category" &
 done
 if [ -n "${POLYDUCT_GPU_E2E:-}" ]; then
     (POLYDUCT_TEST_DEVICE=cuda POLYDUCT_TEST_KERNELS=triton timeout "$LIMIT" \
         python3 -m pytest -q -p no:cacheprovider tests/e2e > "$OUT/e2e_cuda.txt" 2>&1
      echo "e2e: exit $? $(tail -1 "$OUT/e2e_cuda.txt")") &
+    # why a dynamic-shape graph recompiles, if it does (Dynamo's recompile reasons)
+    (TORCH_LOGS=recompiles POLYDUCT_TEST_DEVICE=cuda POLYDUCT_TEST_KERNELS=triton timeout "$LIMIT" \
+        python3 -m pytest -s -q -p no:cacheprovider tests/e2e/test_training.py -k dynamic \
+        > "$OUT/e2e_cuda_recompiles.txt" 2>&1) &
 fi
 wait
 grep -h "^FAILED" "$OUT"/conformance/*.txt | sort | tee "$OUT/conformance_failed.txt" | head -60

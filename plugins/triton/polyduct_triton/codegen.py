@@ -8,6 +8,7 @@ those loops run once (persistent).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import sympy
@@ -56,7 +57,8 @@ def _signature(ctx: KernelContext) -> str:
     params = [ctx.arg(b.name) for b in ctx.spec.args]
     params += [ctx.args[s.name] for s in ctx.spec.size_args]
     params += ["xnumel", "rnumel"] + (["err_ptr"] if ctx.checks else [])
-    params += ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr", "IDX64: tl.constexpr"]
+    params += ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr", "IDX64: tl.constexpr",
+               "PERSISTENT: tl.constexpr"]
     return ", ".join(params)
 
 
@@ -78,8 +80,19 @@ def _kernel(out: IndentedBuffer, ctx: KernelContext, xs: Sequence[sympy.Symbol],
         out.line("    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
         out.line("xmask = xindex < xnumel")
         out.lines(_defs(ctx, xs, "xindex", ctx.spec.ranges))
-        for stage in ctx.stages:
-            _stage(out, ctx, stage, rs)
+        if not any(stage.kind != "outer" for stage in ctx.stages) or not rs:
+            for stage in ctx.stages:
+                _stage(out, ctx, stage, rs)
+            return
+        # PERSISTENT (the launcher's RBLOCK covers the row): no loops, and a row loaded by one
+        # stage is not loaded again by the next (softmax, layernorm: one read per element).
+        out.line("if PERSISTENT:")
+        with out.indent():
+            _persistent(out, ctx, rs)
+        out.line("else:")
+        with out.indent():
+            for stage in ctx.stages:
+                _stage(out, ctx, stage, rs)
 
 
 def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
@@ -101,6 +114,46 @@ def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
         out.lines(stage.loop.getvalue().splitlines())
         out.line("pass")
     out.lines(stage.post.getvalue().splitlines())
+
+
+_LOAD = re.compile(r"(\w+) = (.*\btl\.load\(.*)")
+_WRITES = ("tl.store(", "tl.atomic_")
+
+
+def _persistent(out: IndentedBuffer, ctx: KernelContext, rs: Sequence[sympy.Symbol]) -> None:
+    """Every stage once, in order, over one RBLOCK that covers the reduction.
+
+    A load repeated by a later stage (same text: buffer, index and mask) takes the earlier value,
+    unless anything was stored in between (a store may alias a loaded buffer).
+    """
+    out.line("roffset = 0")
+    out.line("if IDX64:")
+    out.line("    rindex = tl.arange(0, RBLOCK)[None, :].to(tl.int64)")
+    out.line("else:")
+    out.line("    rindex = tl.arange(0, RBLOCK)[None, :]")
+    out.line("rmask = rindex < rnumel")
+    out.lines(_defs(ctx, rs, "rindex", ctx.spec.reduction_ranges))
+    loaded: dict[str, str] = {}
+    for stage in ctx.stages:
+        sections = (stage.loop, stage.post) if stage.kind == "outer" else (
+            stage.pre, stage.loop, stage.post)
+        for section in sections:
+            for line in section.getvalue().splitlines():
+                out.line(_reuse_load(line, loaded))
+
+
+def _reuse_load(line: str, loaded: dict[str, str]) -> str:
+    if any(w in line for w in _WRITES):
+        loaded.clear()
+        return line
+    match = _LOAD.fullmatch(line)  # only unindented lines: nested blocks may not always run
+    if match is None:
+        return line
+    name, value = match.groups()
+    if value in loaded:
+        return f"{name} = {loaded[value]}"
+    loaded[value] = name
+    return line
 
 
 def numel_exprs(spec: KernelSpec) -> tuple[sympy.Expr, sympy.Expr]:

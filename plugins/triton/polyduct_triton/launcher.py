@@ -127,22 +127,23 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     xb, rb, warps = cfg
     grid0 = (xnumel + xb - 1) // xb
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
     if INTERPRET:
-        _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64)
+        _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
         return
     key = None
     if DIRECT:
         device = triton.runtime.driver.active.get_current_device()
-        key = (cfg, idx64, device, _specialisation(args))
+        key = (cfg, idx64, persistent, device, _specialisation(args))
         compiled = _COMPILED.get(key)
         if compiled is not None:
-            _direct(compiled, grid0, device, (*args, xb, rb, idx64))
+            _direct(compiled, grid0, device, (*args, xb, rb, idx64, persistent))
             return
     # No FP contraction: a*b+c stays two roundings, as in the interpreter and torch eager; the
     # double-double helpers (pow) rely on it. Explicit fma ops use tl.fma.
-    compiled = _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, num_warps=warps,
-                                 enable_fp_fusion=False, **CUDA_OPTIONS)
-    if key is not None and compiled is not None and len(_kernel.arg_names) == len(args) + 3:
+    compiled = _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
+                                 num_warps=warps, enable_fp_fusion=False, **CUDA_OPTIONS)
+    if key is not None and compiled is not None and len(_kernel.arg_names) == len(args) + 4:
         _COMPILED[key] = compiled
 
 

@@ -76,11 +76,13 @@ def compile_all(directory: Path, arch: int) -> int:
             names = list(module._kernel.arg_names)
             sig = {n: "*" + t for n, t in zip(names, entry["args"], strict=False)}
             for n in names[len(entry["args"]):]:
-                sig[n] = ("constexpr" if n in ("XBLOCK", "RBLOCK", "IDX64")
+                sig[n] = ("constexpr" if n in ("XBLOCK", "RBLOCK", "IDX64", "PERSISTENT")
                           else "*i64" if n.startswith("err") else "i64")
-            xb, rb, warps = module._configs(1024, 1024 if entry["reduction"] else 1)[0]
+            rnumel = 1024 if entry["reduction"] else 1
+            xb, rb, warps = module._configs(1024, rnumel)[0]
             src = ASTSource(module._kernel, signature=sig,
-                            constexprs={"XBLOCK": xb, "RBLOCK": rb, "IDX64": False})
+                            constexprs={"XBLOCK": xb, "RBLOCK": rb, "IDX64": False,
+                                        "PERSISTENT": rb >= rnumel})
             triton.compile(src, target=GPUTarget("cuda", arch, 32),
                            options={"num_warps": warps, "enable_fp_fusion": False,
                                     **module.CUDA_OPTIONS})
