@@ -54,17 +54,12 @@ class FallbackReport:
 
 
 def op_name(target: Any) -> str:
-    """Qualified overload name such as `aten.add.Tensor` (remembered per target)."""
-    try:
-        return _OP_NAMES[target]
-    except KeyError:
-        name = _OP_NAMES[target] = str(target)
-        return name
-    except TypeError:  # an unhashable callable
-        return str(target)
+    """Qualified overload name such as `aten.add.Tensor`.
 
-
-_OP_NAMES: dict[Any, str] = {}
+    Not cached by target: on the 1000-add graph most lookups missed (distinct target objects
+    with one hash, apparently one per node), and the dict degraded to a linear scan.
+    """
+    return str(target)
 
 
 @dataclass
