@@ -32,7 +32,8 @@ for category in $CATEGORIES; do
 done
 if [ -n "${POLYDUCT_GPU_E2E:-}" ]; then
     (POLYDUCT_TEST_DEVICE=cuda POLYDUCT_TEST_KERNELS=triton timeout "$LIMIT" \
-        python3 -m pytest -q -p no:cacheprovider tests/e2e > "$OUT/e2e_cuda.txt" 2>&1
+        python3 -m pytest -q -p no:cacheprovider ${POLYDUCT_GPU_E2E_ARGS:-tests/e2e} \
+        > "$OUT/e2e_cuda.txt" 2>&1
      echo "e2e: exit $? $(tail -1 "$OUT/e2e_cuda.txt")") &
     # why a dynamic-shape graph recompiles, if it does (Dynamo's recompile reasons)
     (TORCH_LOGS=recompiles POLYDUCT_TEST_DEVICE=cuda POLYDUCT_TEST_KERNELS=triton timeout "$LIMIT" \
