@@ -7,6 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.torch_version import TorchVersion
 
 from .helpers import assert_same, compile_fn
 
@@ -132,5 +133,9 @@ def test_dynamic_shapes_views_pools_scans(backends: tuple[str, str], device: str
         x, src = torch.randn(rows, cols, device=device), torch.randn(rows, 3, device=device)
         idx = torch.randint(0, cols, (rows, 3), device=device)
         assert_same(compiled(x, idx, src), fn(x, idx, src))
-    assert len(graphs) == 1, f"recompiled: {len(graphs)} graphs"
+    # torch 2.11's max_pool2d meta function guards its output size on the parity of the input
+    # sizes (div_rtn), so Dynamo compiles once per parity class there (seen on the H200 machine:
+    # "((-2) + x.size()[0]) % 2 == 0"); torch 2.13 does not
+    allowed = 1 if TorchVersion(torch.__version__) >= "2.13" else 3
+    assert len(graphs) <= allowed, f"recompiled: {len(graphs)} graphs"
     assert not [op for g in graphs for op in g.report.ops()]
