@@ -26,6 +26,24 @@ import sympy
 from polyduct.indexing import FloorDiv, ModularIndexing
 
 Bounds = tuple[int, int]  # inclusive
+_SHARED_LIMIT = 256  # simplifiers kept by `range_simplifier`
+_MEMO_LIMIT = 65536  # expressions one simplifier remembers
+
+
+def range_simplifier(extents: Mapping[sympy.Symbol, sympy.Expr | int]) -> RangeSimplifier:
+    """A `RangeSimplifier` for `extents`, shared with earlier calls for the same extents.
+
+    Its results depend only on the extents, so every trace of a kernel (and every kernel over
+    the same loop ranges) reuses one memo; the least recently used of `_SHARED_LIMIT` go.
+    """
+    key = tuple(extents.items())
+    simplifier = _SHARED.pop(key, None)
+    if simplifier is None:
+        simplifier = RangeSimplifier(extents)
+        if len(_SHARED) >= _SHARED_LIMIT:
+            del _SHARED[next(iter(_SHARED))]
+    _SHARED[key] = simplifier
+    return simplifier
 
 
 class RangeSimplifier:
@@ -40,10 +58,12 @@ class RangeSimplifier:
         self._memo: dict[sympy.Basic, sympy.Expr] = {}
 
     def __call__(self, expr: sympy.Expr) -> sympy.Expr:
-        if not isinstance(expr, sympy.Basic) or not expr.has(FloorDiv, ModularIndexing):
+        if not isinstance(expr, sympy.Basic):
             return expr
         done = self._memo.get(expr)
         if done is None:
+            if len(self._memo) >= _MEMO_LIMIT:  # a shared simplifier lives across compiles
+                self._memo.clear()
             done = self._memo[expr] = self._simplify(expr)
         return done
 
@@ -136,3 +156,6 @@ def _add(a: Bounds, b: Bounds) -> Bounds:
 def _mul(a: Bounds, b: Bounds) -> Bounds:
     products = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
     return min(products), max(products)
+
+
+_SHARED: dict[tuple[tuple[sympy.Symbol, sympy.Expr | int], ...], RangeSimplifier] = {}

@@ -170,11 +170,25 @@ class _Renderer:
     printer: PythonIndexPrinter = field(default_factory=_SizePrinter)
     externs: dict[str, str] = field(default_factory=dict)  # qualified op -> variable
     guards: list[str] = field(default_factory=list)  # input guard variables of `call`
+    printed: dict[sympy.Basic, str] = field(default_factory=dict)  # expression -> source
 
     def expr(self, value: object) -> str:
+        """`value` (an int or size expression) as Python over the module's size variables.
+
+        Integers and plain symbols, nearly all sizes and strides, are written directly (what
+        the printer would write); other expressions are printed once per renderer.
+        """
+        if type(value) is int:
+            return str(value)
+        if isinstance(value, sympy.Integer):
+            return str(int(value))
+        if isinstance(value, sympy.Symbol) and type(value) is sympy.Symbol:  # not a Dummy
+            return self.names(value.name, "s")
         expr = sympy.sympify(value)
-        subs = {s: sympy.Symbol(self.names(s.name, "s")) for s in expr.free_symbols}
-        return str(self.printer.doprint(expr.xreplace(subs)))
+        if expr not in self.printed:
+            subs = {s: sympy.Symbol(self.names(s.name, "s")) for s in expr.free_symbols}
+            self.printed[expr] = str(self.printer.doprint(expr.xreplace(subs)))
+        return self.printed[expr]
 
     def shape(self, shape: Iterable[object]) -> str:
         parts = [self.expr(v) for v in shape]
@@ -329,7 +343,14 @@ class _Renderer:
 
 
 def _static_layout(line: InputAssert) -> bool:
-    return all(not sympy.sympify(v).free_symbols for v in (*line.size, *line.stride))
+    return all(_is_constant(v) for v in (*line.size, *line.stride))
+
+
+def _is_constant(value: object) -> bool:
+    """True when size `value` has no symbols (ints and sympy integers without sympifying)."""
+    if type(value) is int or isinstance(value, sympy.Integer):
+        return True
+    return not sympy.sympify(value).free_symbols
 
 
 def _body_lines(renderer: _Renderer, program: WrapperProgram) -> list[str]:

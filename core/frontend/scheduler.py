@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 
 from polyduct.handlers.default import DefaultHandler
-from polyduct.index_ranges import RangeSimplifier
+from polyduct.index_ranges import RangeSimplifier, range_simplifier
 from polyduct.indexing import expanded, free_symbols, index_vars, symbol_text
 from polyduct.ir import (
     Access,
@@ -254,7 +254,7 @@ def _stage_body(
     def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
         ranges = dict(zip(x, extents[0], strict=False))
         ranges.update(zip(r, extents[1], strict=False))
-        wrapped = _KernelOps(ops, renames, removed, RangeSimplifier(ranges))
+        wrapped = _KernelOps(ops, renames, removed, range_simplifier(ranges))
         subs = _kernel_subs(x, r)
         identity = all(k is v for k, v in subs.items())  # traced at the kernel's own variables
         for m in run:

@@ -82,8 +82,14 @@ class ReferenceOps(ReferenceMathOps):
 
     def _render_index(self, expr: sympy.Expr | int, op: str = "index") -> str:
         """Source of an index expression; every free symbol must be known to this kernel."""
+        if type(expr) is int:
+            return str(expr)
         expr = sympy.sympify(expr)
-        unknown = [s for s in expr.free_symbols if s not in self.names.symbols]
+        if isinstance(expr, sympy.Integer):
+            return str(int(expr))
+        symbols = self.names.symbols
+        free = expr.free_symbols
+        unknown = [s for s in free if s not in symbols]
         if unknown:
             raise UnsupportedOp(
                 op,
@@ -91,8 +97,9 @@ class ReferenceOps(ReferenceMathOps):
                 f"unknown symbol(s) {unknown} in index {expr}",
                 kernel=self.names.kernel,
             )
-        renamed = expr.xreplace({s: sympy.Symbol(self.names.symbols[s]) for s in expr.free_symbols})
-        return str(_IndexPrinter().doprint(renamed))
+        if any(type(s) is not sympy.Symbol or symbols[s] != s.name for s in free):
+            expr = expr.xreplace({s: sympy.Symbol(symbols[s]) for s in free})
+        return str(_IndexPrinter().doprint(expr))  # symbols already print as their names
 
     def _buffer(self, op: str, name: str) -> str:
         if name not in self.names.buffers:
