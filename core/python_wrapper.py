@@ -195,10 +195,13 @@ class _Renderer:
         return f"({parts[0]},)" if len(parts) == 1 else f"({', '.join(parts)})"
 
     def dtype(self, dtype: object) -> str:
+        if isinstance(dtype, torch.dtype) and dtype in _DTYPES:
+            return _DTYPES[dtype]
         text = str(dtype).removeprefix("torch.")
         if not isinstance(dtype, torch.dtype) or getattr(torch, text, None) != dtype:
             raise WrapperError(NAME, dtype, "not a torch dtype")
-        return f"torch.{text}"
+        _DTYPES[dtype] = f"torch.{text}"
+        return _DTYPES[dtype]
 
     def constant(self, value: Constant | sympy.Basic) -> str:
         match value:
@@ -340,6 +343,9 @@ class _Renderer:
         if line.out is not None and (not line.result or line.result == line.out):
             return call
         return f"{self.names(line.result)} = {call}"
+
+
+_DTYPES: dict[torch.dtype, str] = {}  # dtypes checked by `_Renderer.dtype`, as source
 
 
 def _static_layout(line: InputAssert) -> bool:
