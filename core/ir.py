@@ -176,6 +176,9 @@ class IRGraph:
     inputs: list[str] = field(default_factory=list)
     outputs: list[Any] = field(default_factory=list)  # StorageView | sympy.Expr | None
     _counter: itertools.count[int] = field(default_factory=itertools.count)
+    # lazy values already computed into a buffer, by identity (the value is kept alive so its
+    # id is not reused): one value read by two extern calls is computed once
+    _realized: dict[int, tuple[Lazy, StorageView]] = field(default_factory=dict)
 
     def new_name(self, prefix: str = "buf") -> str:
         """A fresh, deterministic name."""
@@ -191,7 +194,12 @@ class IRGraph:
         """`value` as a strided view of a buffer; a lazy value becomes a pointwise node."""
         if isinstance(value, StorageView):
             return value
-        return self.realize_as(value, Layout.contiguous(value.size, value.dtype, value.device))
+        done = self._realized.get(id(value))
+        if done is not None:
+            return done[1]
+        view = self.realize_as(value, Layout.contiguous(value.size, value.dtype, value.device))
+        self._realized[id(value)] = (value, view)
+        return view
 
     def realize_as(self, value: Lazy, layout: Layout) -> StorageView:
         """Compute `value` into a new buffer with `layout` (one pointwise node)."""
@@ -220,22 +228,28 @@ class Access:
     exprs: list[Expr] = field(default_factory=list)  # other index expressions (sizes, bounds)
 
 
+def _same(expr: Expr) -> Expr:
+    return expr
+
+
 class AccessRecorder(DefaultHandler[Any]):
     """Runs a body on placeholder values and records which buffers it loads and stores."""
 
-    def __init__(self, access: Access) -> None:
+    def __init__(self, access: Access, simplify: Callable[[Expr], Expr] | None = None) -> None:
         self.access = access
         self._indirect = itertools.count()
+        # recorded indices simplified as the kernel will see them (loop ranges known)
+        self._simplify = simplify if simplify is not None else _same
 
     def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return Token()
 
     def load(self, name: str, index: Expr) -> Any:
-        self.access.loads.append((name, sympy.sympify(index)))
+        self.access.loads.append((name, self._simplify(sympy.sympify(index))))
         return Token()
 
     def store(self, name: str, index: Expr, value: Any, mode: Any = None) -> None:
-        self.access.stores.append((name, sympy.sympify(index)))
+        self.access.stores.append((name, self._simplify(sympy.sympify(index))))
 
     def store_reduction(self, name: str, index: Expr, value: Any) -> None:
         self.access.reduction_stores.append(name)

@@ -101,11 +101,20 @@ def _place(
     else:
         return None
     traces = {} if traces is None else traces
-    access = traces.get((x, r))
+    key = (x, r, group.outer, group.red)
+    access = traces.get(key)
     if access is None:
-        access = traces[(x, r)] = Access()
-        node.body(AccessRecorder(access), x, r)
+        access = traces[key] = Access()
+        node.body(AccessRecorder(access, _simplifier(group, xv, rv)), x, r)
     return Member(node, kind, x, r, access)
+
+
+def _simplifier(group: Group, xv: Sequence[Expr], rv: Sequence[Expr]) -> RangeSimplifier:
+    """Index simplification over the group's loop ranges, as its kernel will apply it: fusion
+    decisions see `x1`, not `((1024*x0 + x1) // 1024) % 1024` (issue 4's softmax backward)."""
+    ranges = dict(zip(xv, group.outer, strict=True))
+    ranges.update(zip(rv, group.red, strict=True))
+    return range_simplifier(ranges)
 
 
 def _scattered(access: Access) -> set[str]:
@@ -168,7 +177,7 @@ def schedule(graph: IRGraph) -> list[Item]:
             group = Group(tuple(node.ranges), tuple(node.reduction_ranges))
             xv, rv = index_vars("x", len(group.outer)), index_vars("r", len(group.red))
             access = Access()
-            node.body(AccessRecorder(access), xv, rv)
+            node.body(AccessRecorder(access, _simplifier(group, xv, rv)), xv, rv)
             group.members.append(Member(node, node.kind, xv, rv, access))
         else:
             placed = _place(node, group, traces)
