@@ -109,9 +109,14 @@ def _place(
     return Member(node, kind, x, r, access)
 
 
-def _simplifier(group: Group, xv: Sequence[Expr], rv: Sequence[Expr]) -> RangeSimplifier:
+def _simplifier(
+    group: Group, xv: Sequence[Expr], rv: Sequence[Expr]
+) -> RangeSimplifier | None:
     """Index simplification over the group's loop ranges, as its kernel will apply it: fusion
-    decisions see `x1`, not `((1024*x0 + x1) // 1024) % 1024` (issue 4's softmax backward)."""
+    decisions see `x1`, not `((1024*x0 + x1) // 1024) % 1024` (issue 4's softmax backward).
+    None when no extent is a number (dynamic shapes): nothing would simplify."""
+    if not any(isinstance(n, sympy.Integer) for n in (*group.outer, *group.red)):
+        return None
     ranges = dict(zip(xv, group.outer, strict=True))
     ranges.update(zip(rv, group.red, strict=True))
     return range_simplifier(ranges)
