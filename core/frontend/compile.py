@@ -31,13 +31,13 @@ from polyduct.frontend import (
     lowerings_scatter_reduce,
     lowerings_views,
 )
+from polyduct.frontend.kernel_key import trace_stages
 from polyduct.frontend.kernel_plan import plan
-from polyduct.frontend.lowering import ORIGINS, FallbackReport, GraphLowering, LoweringFn
+from polyduct.frontend.lowering import FallbackReport, GraphLowering, LoweringFn
 from polyduct.frontend.options import FrontendOptions
 from polyduct.frontend.scheduler import Item, KernelPlan, schedule
 from polyduct.frontend.wrapper_gen import build_program
 from polyduct.handlers.count import OpCounter
-from polyduct.indexing import index_vars
 from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
@@ -176,16 +176,7 @@ def _schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> l
 def kernel_contents(spec: KernelSpec) -> tuple[set[str], set[str]]:
     """(overridden aten ops it computes, op-set ops it calls) of one kernel, by tracing it."""
     counter = OpCounter()
-    origins: set[str] = set()
-    token = ORIGINS.set(origins)
-    try:
-        xs = index_vars("x", len(spec.ranges))
-        rs = index_vars("r", len(spec.reduction_ranges))
-        for stage in spec.stages:
-            stage.body(counter, xs, rs)
-    finally:
-        ORIGINS.reset(token)
-    return origins, set(counter.counts)
+    return trace_stages(spec, counter), set(counter.counts)
 
 
 def _codegen(

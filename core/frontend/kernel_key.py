@@ -109,21 +109,32 @@ def shape_key(spec: KernelSpec) -> Hashable:
     return (spec.ranges, spec.reduction_ranges, spec.size_args, spec.device, buffers, kinds)
 
 
-def kernel_key(spec: KernelSpec) -> Hashable | None:
-    """`shape_key` plus the traced stage bodies and origins; None for bodies that are not traced."""
-    recorder = _Recorder({b.name: i for i, b in enumerate(spec.buffers)})
+def trace_stages(
+    spec: KernelSpec, ops: Any, before: Callable[[str], None] | None = None
+) -> set[str]:
+    """Run `spec`'s stage bodies on `ops` at the kernel's own variables (`before(kind)` ahead
+    of each); returns the aten ops they compute (their origins)."""
     origins: set[str] = set()
     token = ORIGINS.set(origins)
     try:
         xs = index_vars("x", len(spec.ranges))
         rs = index_vars("r", len(spec.reduction_ranges))
         for stage in spec.stages:
-            recorder.trace.append(("stage", stage.kind))
-            stage.body(recorder, xs, rs)
-    except _NotKeyed:
-        return None
+            if before is not None:
+                before(stage.kind)
+            stage.body(ops, xs, rs)
     finally:
         ORIGINS.reset(token)
+    return origins
+
+
+def kernel_key(spec: KernelSpec) -> Hashable | None:
+    """`shape_key` plus the traced stage bodies and origins; None for bodies that are not traced."""
+    recorder = _Recorder({b.name: i for i, b in enumerate(spec.buffers)})
+    try:
+        origins = trace_stages(spec, recorder, lambda kind: recorder.trace.append(("stage", kind)))
+    except _NotKeyed:
+        return None
     return (shape_key(spec), tuple(recorder.trace), tuple(sorted(origins)))
 
 

@@ -147,8 +147,10 @@ class GraphLowering:
             value = getattr(value, part)
         if not isinstance(value, torch.Tensor):
             raise LoweringError("get_attr", node.name, f"constant {type(value).__name__}")
-        device = _accelerator(self.module)
-        if value.dim() == 0 and value.device.type == "cpu" and device is not None:
+        device = None
+        if value.dim() == 0 and value.device.type == "cpu":
+            device = _accelerator(self.module)
+        if device is not None:
             # a CPU scalar (`x[0] = 7.0` on a CUDA x) acts as a scalar in eager: the kernels
             # reading it run on the graph's device, so it is bound there once, at compile time
             # (outside the compile's fake mode: the bound value is a real tensor)

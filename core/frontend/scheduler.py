@@ -117,8 +117,15 @@ def _simplifier(
     None when no extent is a number (dynamic shapes): nothing would simplify."""
     if not any(isinstance(n, sympy.Integer) for n in (*group.outer, *group.red)):
         return None
-    ranges = dict(zip(xv, group.outer, strict=True))
-    ranges.update(zip(rv, group.red, strict=True))
+    return _loop_simplifier(xv, rv, group.outer, group.red)
+
+
+def _loop_simplifier(
+    x: Sequence[Expr], r: Sequence[Expr], outer: Sequence[Expr], red: Sequence[Expr]
+) -> RangeSimplifier:
+    """The shared simplifier for loop variables `x`, `r` over extents `outer`, `red`."""
+    ranges = dict(zip(x, outer, strict=False))
+    ranges.update(zip(r, red, strict=False))
     return range_simplifier(ranges)
 
 
@@ -266,9 +273,7 @@ def _stage_body(
     extents: tuple[Sequence[Expr], Sequence[Expr]],
 ) -> Any:
     def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
-        ranges = dict(zip(x, extents[0], strict=False))
-        ranges.update(zip(r, extents[1], strict=False))
-        wrapped = _KernelOps(ops, renames, removed, range_simplifier(ranges))
+        wrapped = _KernelOps(ops, renames, removed, _loop_simplifier(x, r, *extents))
         subs = _kernel_subs(x, r)
         identity = all(k is v for k, v in subs.items())  # traced at the kernel's own variables
         for m in run:

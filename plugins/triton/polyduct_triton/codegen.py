@@ -105,15 +105,21 @@ def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
     out.lines(stage.pre.getvalue().splitlines())
     out.line("for roffset in range(0, rnumel, RBLOCK):")
     with out.indent():
-        out.line("if IDX64:")
-        out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :].to(tl.int64)")
-        out.line("else:")
-        out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
-        out.line("rmask = rindex < rnumel")
-        out.lines(_defs(ctx, rs, "rindex", ctx.spec.reduction_ranges))
+        _reduction_index(out, ctx, rs)
         out.lines(stage.loop.getvalue().splitlines())
         out.line("pass")
     out.lines(stage.post.getvalue().splitlines())
+
+
+def _reduction_index(out: IndentedBuffer, ctx: KernelContext,
+                     rs: Sequence[sympy.Symbol]) -> None:
+    """rindex, rmask and the reduction variables of the block starting at `roffset`."""
+    out.line("if IDX64:")
+    out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :].to(tl.int64)")
+    out.line("else:")
+    out.line("    rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+    out.line("rmask = rindex < rnumel")
+    out.lines(_defs(ctx, rs, "rindex", ctx.spec.reduction_ranges))
 
 
 _LOAD = re.compile(r"(\w+) = (.*\btl\.load\(.*)")
@@ -127,12 +133,7 @@ def _persistent(out: IndentedBuffer, ctx: KernelContext, rs: Sequence[sympy.Symb
     unless anything was stored in between (a store may alias a loaded buffer).
     """
     out.line("roffset = 0")
-    out.line("if IDX64:")
-    out.line("    rindex = tl.arange(0, RBLOCK)[None, :].to(tl.int64)")
-    out.line("else:")
-    out.line("    rindex = tl.arange(0, RBLOCK)[None, :]")
-    out.line("rmask = rindex < rnumel")
-    out.lines(_defs(ctx, rs, "rindex", ctx.spec.reduction_ranges))
+    _reduction_index(out, ctx, rs)
     loaded: dict[str, str] = {}
     for stage in ctx.stages:
         sections = (stage.loop, stage.post) if stage.kind == "outer" else (
