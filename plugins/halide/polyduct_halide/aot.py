@@ -24,6 +24,7 @@ import halide as hl
 import torch
 
 from polyduct.cache import default_cache
+from polyduct_halide import cuda
 
 LIBRARY: Final = "libkernel.so"
 _RUNTIME: Final = "libhalide_runtime.so"
@@ -47,7 +48,7 @@ class HalideType(ctypes.Structure):
 
 
 class HalideBuffer(ctypes.Structure):
-    """`halide_buffer_t` (host memory only)."""
+    """`halide_buffer_t`."""
 
     _fields_ = [
         ("device", ctypes.c_uint64),
@@ -77,20 +78,31 @@ _TYPES: Final[dict[torch.dtype, tuple[int, int]]] = {
 _SCRATCH = ctypes.create_string_buffer(8)  # host memory of empty tensors (never read or written)
 
 
-def buffer(tensor: torch.Tensor, dtype: torch.dtype) -> tuple[HalideBuffer, HalideDimension]:
+def buffer(
+    tensor: torch.Tensor, dtype: torch.dtype, device_interface: int = 0
+) -> tuple[HalideBuffer, HalideDimension]:
     """A 1-D buffer of the kernel's `dtype` over the memory `tensor` addresses from its first
     element (no copy; like a C kernel's pointer, the memory is read as the kernel declares it).
 
-    The dimension is returned too: the buffer points at it, so it must live as long.
+    A CUDA tensor's memory is the buffer's device memory (`device_interface`: the CUDA runtime's,
+    marked device-dirty, no host memory). The dimension is returned too: the buffer points at
+    it, so it must live as long.
     """
     code, bits = _TYPES[dtype]
     if tensor.numel() == 0:
-        host, extent = ctypes.addressof(_SCRATCH), 1
+        extent = 1
+        address = cuda.scratch(tensor.device) if tensor.is_cuda else ctypes.addressof(_SCRATCH)
     else:
-        host = tensor.data_ptr()
+        address = tensor.data_ptr()
         extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
     dim = HalideDimension(0, extent, 1, 0)
-    buf = HalideBuffer(0, None, host, 0, HalideType(code, bits, 1), 1, ctypes.pointer(dim), None)
+    kind = HalideType(code, bits, 1)
+    if tensor.is_cuda:
+        buf = HalideBuffer(
+            address, device_interface, None, cuda.DEVICE_DIRTY, kind, 1, ctypes.pointer(dim), None
+        )
+    else:
+        buf = HalideBuffer(0, None, address, 0, kind, 1, ctypes.pointer(dim), None)
     return buf, dim
 
 
@@ -103,7 +115,7 @@ def _link(objects: Sequence[Path], out: Path, libraries: Sequence[str] = ()) -> 
     cc = compiler()
     if cc is None:
         raise RuntimeError("no C compiler (set CC or install cc) to link Halide objects")
-    cmd = [cc, "-shared", "-o", str(out), *map(str, objects), *libraries]
+    cmd = [cc, "-shared", "-fPIC", "-o", str(out), *map(str, objects), *libraries]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{done.stderr}")
@@ -130,7 +142,7 @@ def compile_library(
 class Runtime:
     """The Halide runtime library of one target, loaded globally; collects error messages."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, gpu: bool = False) -> None:
         self.lib = ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
         self.messages: list[str] = []
         handler_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
@@ -138,6 +150,8 @@ class Runtime:
         self.lib.halide_set_error_handler.restype = ctypes.c_void_p
         self.lib.halide_set_error_handler.argtypes = [handler_t]
         self.lib.halide_set_error_handler(self._handler)
+        # the CUDA runtime's device interface (0: a host-only runtime)
+        self.device_interface = cuda.install(self.lib) if gpu else 0
 
     def _on_error(self, _user_context: int | None, message: bytes | None) -> None:
         self.messages.append((message or b"").decode(errors="replace"))
@@ -159,14 +173,23 @@ def runtime(target: hl.Target) -> Runtime:
     def build(directory: Path) -> None:
         obj = directory / "runtime.o"
         hl.compile_standalone_runtime(str(obj), base)
-        _link([obj], directory / _RUNTIME, ["-lpthread", "-ldl", "-lm"])
-        obj.unlink()
+        objects = [obj]
+        if base.has_gpu_feature():  # context and stream hooks: see cuda.py
+            objects.append(directory / "cuda_glue.c")
+            objects[-1].write_text(cuda.GLUE)
+        _link(objects, directory / _RUNTIME, ["-lpthread", "-ldl", "-lm"])
+        for path in objects:
+            path.unlink()
 
     entry = default_cache().entry(
-        "halide-runtime", {"halide": _halide_version(), "target": key}, build
+        "halide-runtime", {"halide": _halide_version(), "target": key, **_glue(base)}, build
     )
-    _RUNTIMES[key] = Runtime(entry / _RUNTIME)
+    _RUNTIMES[key] = Runtime(entry / _RUNTIME, base.has_gpu_feature())
     return _RUNTIMES[key]
+
+
+def _glue(target: hl.Target) -> dict[str, str]:
+    return {"glue": cuda.GLUE} if target.has_gpu_feature() else {}
 
 
 def _halide_version() -> str:

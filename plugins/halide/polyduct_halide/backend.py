@@ -27,8 +27,17 @@ from polyduct_halide.runtime import AUTOSCHEDULERS
 from polyduct_halide.values import DTYPES
 
 SCHEDULES: Final = ("default", "none", *AUTOSCHEDULERS)
-# Shipped autoschedulers that do not apply to these pipelines (see docs/backends/halide.md).
-NOT_APPLICABLE: Final = {"Anderson2021": "schedules GPU targets only"}
+# Schedules that do not apply to one kind of device (see docs/backends/halide.md).
+NOT_APPLICABLE: Final = {
+    "cpu": {"Anderson2021": "schedules GPU targets only"},
+    "cuda": {
+        "Adams2019": "schedules CPU targets only",
+        "none": "runs every stage on the host, which has no access to CUDA tensors' memory",
+    },
+}
+# cuda_capability features Halide 21 knows, newest first: a device gets the newest it supports.
+_CUDA_CAPABILITIES: Final = (86, 80, 75, 70, 61, 50, 35, 32, 30)
+_DEVICE = re.compile(r'^DEVICE = "(\w+)"$', re.MULTILINE)
 _SOURCE_FILE = "pipeline.py"
 # Loaded kernels by cache key digest: a second load in the process neither JITs nor dlopens.
 _LOADED: dict[str, KernelFn] = {}
@@ -46,14 +55,6 @@ class HalideOptions:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise InvalidOption("halide", "schedule", self.schedule, " or ".join(SCHEDULES))
-        if self.schedule in NOT_APPLICABLE and "cuda" not in self.target:
-            usable = [s for s in SCHEDULES if s not in NOT_APPLICABLE]
-            raise InvalidOption(
-                "halide",
-                "schedule",
-                self.schedule,
-                f"one of {usable} ({self.schedule} {NOT_APPLICABLE[self.schedule]})",
-            )
         try:
             hl.Target(self._base_target())
         except Exception as err:  # Halide reports a bad target string as a generic error
@@ -62,13 +63,31 @@ class HalideOptions:
     def _base_target(self) -> str:
         return "host" if self.target == "host" else self.target
 
-    def halide_target(self) -> hl.Target:
-        """The JIT target: the host (or `target`), with strict IEEE floats unless disabled."""
-        base = (
-            hl.get_jit_target_from_environment()
-            if self.target == "host"
-            else hl.Target(self.target)
-        )
+    def check_schedule(self, device: str) -> None:
+        """Refuse a schedule that does not apply to kernels on `device` (cpu or cuda)."""
+        reasons = NOT_APPLICABLE["cuda" if device.startswith("cuda") else "cpu"]
+        if self.schedule in reasons:
+            usable = [s for s in SCHEDULES if s not in reasons]
+            raise InvalidOption(
+                "halide",
+                "schedule",
+                self.schedule,
+                f"one of {usable} for kernels on {device} "
+                f"({self.schedule} {reasons[self.schedule]})",
+            )
+
+    def halide_target(self, device: str = "cpu") -> hl.Target:
+        """The target for kernels on `device`: the host (or `target`); for a CUDA device with the
+        CUDA feature and the newest cuda_capability the device has (unless `target` names
+        cuda); strict IEEE floats unless disabled."""
+        if device.startswith("cuda"):
+            base = hl.get_host_target() if self.target == "host" else hl.Target(self.target)
+            if not base.has_feature(hl.TargetFeature.CUDA):
+                base = base.with_feature(hl.TargetFeature.CUDA).with_feature(_capability(device))
+        elif self.target == "host":
+            base = hl.get_jit_target_from_environment()
+        else:
+            base = hl.Target(self.target)
         return base.with_feature(hl.TargetFeature.StrictFloat) if self.strict_float else base
 
     @classmethod
@@ -95,34 +114,44 @@ class HalideBackend(KernelBackend):
     """Fused kernels as Halide pipelines, JIT-compiled for the host through the halide package."""
 
     name: ClassVar[str] = "halide"
-    caps: ClassVar[Capabilities] = Capabilities(devices=frozenset({"cpu"}), dtypes=DTYPES)
+    caps: ClassVar[Capabilities] = Capabilities(devices=frozenset({"cpu", "cuda"}), dtypes=DTYPES)
     ops_cls: ClassVar[type] = HalideOps
 
     def __init__(self, options: HalideOptions | None = None) -> None:
         self.options = options or HalideOptions()
 
     def codegen(self, spec: KernelSpec) -> KernelSource:
-        return KernelSource(
-            spec.name, self.name, generate(spec, self.options.schedule, self.options.strict_float)
-        )
+        self.options.check_schedule(spec.device)
+        device = torch.device(spec.device).type
+        text = generate(spec, self.options.schedule, self.options.strict_float, device)
+        return KernelSource(spec.name, self.name, text)
 
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         return {src.name: self._load_one(src) for src in sources}
 
-    def _key(self, source: KernelSource) -> dict[str, str]:
-        """Cache key inputs: the source (which names the schedule), versions and the target."""
+    def _key(self, source: KernelSource, target: hl.Target, device: str) -> dict[str, str]:
+        """Cache key inputs: the source (which names the schedule and the device), versions,
+        the target (with its cuda_capability) and the device."""
         return {
             "source": source.source,
             "halide": version("halide"),
             "polyduct_halide": polyduct_halide.__version__,
-            "target": str(self.options.halide_target()),
+            "target": str(target),
+            "device": device,
             "torch": torch.__version__,
         }
 
     def _load_one(self, source: KernelSource) -> KernelFn:
-        key = self._key(source)
+        found = _DEVICE.search(source.source)
+        device = found.group(1) if found else "cpu"
+        target = self.options.halide_target(device)
+        key = self._key(source, target, device)
         digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()
-        compiler = aot.compiler() if self.options.aot else None
+        compiler = aot.compiler() if self.options.aot or device == "cuda" else None
+        if compiler is None and device == "cuda":
+            raise KernelCompileError(
+                self.name, source.name, "", "CUDA kernels need a C compiler (set CC or install cc)"
+            )
         memo = f"{digest}:{compiler or 'jit'}"
         if memo in _LOADED:
             return _LOADED[memo]
@@ -133,8 +162,8 @@ class HalideBackend(KernelBackend):
         def compile_for(schedule: str) -> KernelFn:
             try:
                 if compiler is None:
-                    return make_kernel(module, self._jit(module, schedule), self.name)
-                return self._load_library(module, key, digest, compiler, schedule)
+                    return make_kernel(module, self._jit(module, target, schedule), self.name)
+                return self._load_library(module, key, digest, compiler, target, schedule)
             except Exception as err:  # Halide raises HalideError or RuntimeError
                 raise KernelCompileError(
                     self.name,
@@ -162,16 +191,20 @@ class HalideBackend(KernelBackend):
         _LOADED[memo] = kernel
         return kernel
 
-    def _jit(self, module: ModuleType, schedule: str) -> Any:
-        target = self.options.halide_target()
+    def _jit(self, module: ModuleType, target: hl.Target, schedule: str) -> Any:
         pipeline, arguments = module.build(target, schedule)
         return pipeline.compile_to_callable(arguments, target)
 
     def _load_library(
-        self, module: ModuleType, key: dict[str, str], digest: str, compiler: str, schedule: str
+        self,
+        module: ModuleType,
+        key: dict[str, str],
+        digest: str,
+        compiler: str,
+        target: hl.Target,
+        schedule: str,
     ) -> KernelFn:
         """The kernel from its cached shared library, compiling and linking it on a miss."""
-        target = self.options.halide_target()
         runtime = aot.runtime(target)  # loaded globally before any kernel library binds to it
         fn_name = f"polyduct_halide_{digest[:24]}_{schedule.lower()}"
 
@@ -209,6 +242,14 @@ def _with_fallback(kernel: KernelFn, fallback: Callable[[], KernelFn]) -> Kernel
 
     guarded.__name__ = getattr(kernel, "__name__", "kernel")
     return guarded
+
+
+def _capability(device: str) -> hl.TargetFeature:
+    """The newest cuda_capability feature Halide knows that `device` has."""
+    major, minor = torch.cuda.get_device_capability(torch.device(device))
+    have = 10 * major + minor
+    best = next((c for c in _CUDA_CAPABILITIES if c <= have), _CUDA_CAPABILITIES[-1])
+    return getattr(hl.TargetFeature, f"CUDACapability{best}")
 
 
 def _writer(text: str) -> Any:

@@ -30,14 +30,19 @@ def trace_kernel(spec: KernelSpec) -> KernelTrace:
     return trace
 
 
-def generate(spec: KernelSpec, schedule: str, strict_float: bool = True) -> str:
+def generate(
+    spec: KernelSpec, schedule: str, strict_float: bool = True, device: str = "cpu"
+) -> str:
     """The pipeline module's source for `spec` under `schedule` (deterministic).
 
-    `strict_float` says whether the target will have StrictFloat (`mul_rn` relies on it).
+    `strict_float` says whether the target will have StrictFloat (`mul_rn` relies on it);
+    `device` (cpu or cuda) is recorded as `DEVICE`, which picks the target.
     """
     trace = trace_kernel(spec)
     out = IndentedBuffer()
     _header(out, spec, trace, schedule, strict_float)
+    out.line(f"DEVICE = {string_literal(device)}")
+    out.lines(["", ""])
     out.line("def build(target, schedule=SCHEDULE):")
     with out.indent():
         _params(out, spec, trace)
@@ -108,7 +113,6 @@ def _header(
         f"({string_literal(c.buffer)}, {string_literal(c.message)})" for c in trace.checks
     )
     out.line(f"CHECKS = ({checks}{',' if trace.checks else ''})")
-    out.lines(["", ""])
 
 
 def _params(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace) -> None:

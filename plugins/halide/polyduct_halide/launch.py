@@ -12,6 +12,7 @@ import halide as hl
 import torch
 
 from polyduct.errors import KernelAssertError, KernelCompileError, KernelIndexError
+from polyduct_halide import cuda
 from polyduct_halide.aot import Runtime
 from polyduct_halide.aot import buffer as aot_buffer
 from polyduct_halide.trace import CHECK_MAGIC
@@ -85,7 +86,11 @@ def make_aot_kernel(
     def kernel(*call_args: Any) -> None:
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
         # (buffer, dimension) pairs: both must live until the call returns
-        bufs = [aot_buffer(t, d) for t, d in zip(tensors, dtypes, strict=True)]
+        iface = runtime.device_interface
+        bufs = [aot_buffer(t, d, iface) for t, d in zip(tensors, dtypes, strict=True)]
+        device = cuda.device_of(tensors)
+        if device is not None:
+            cuda.set_stream(runtime.lib, device)
         runtime.messages.clear()
         status = fn(
             *(ctypes.byref(bufs[i][0]) for i in inputs),

@@ -12,6 +12,7 @@ from typing import Any
 
 import halide as hl
 
+from polyduct_halide import gpu
 from polyduct_halide import hlmath as m
 from polyduct_halide.hlspecial import ex
 
@@ -156,6 +157,8 @@ AUTOSCHEDULERS = {
     "Mullapudi2016": "autoschedule_mullapudi2016",
     "Anderson2021": "autoschedule_anderson2021",
 }
+# Autoscheduler parameters on GPU targets (Mullapudi2016 schedules for the host without them).
+GPU_PARAMS: dict[str, dict[str, str]] = {"Mullapudi2016": {"experimental_gpu_schedule": "1"}}
 _VECTOR = 8  # lanes of float32 in an AVX2 register
 _ESTIMATE = 1024  # extent assumed for symbolic sizes when giving autoschedulers estimates
 
@@ -210,6 +213,7 @@ def _autoschedule(
     estimate: int,
 ) -> None:
     hl.load_plugin(_plugin_path(AUTOSCHEDULERS[name]))
+    extra = GPU_PARAMS.get(name, {}) if target.has_gpu_feature() else {}
     for param in params:
         if isinstance(param, hl.ImageParam):
             param.dim(0).set_estimate(0, estimate)
@@ -217,7 +221,7 @@ def _autoschedule(
             param.set_estimate(_ESTIMATE)
     for func in outputs:
         func.set_estimate(func.args()[0], 0, estimate)
-    pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name))
+    pipeline.apply_autoscheduler(target, hl.AutoschedulerParams(name, extra))
 
 
 def _plugin_path(stem: str) -> str:
@@ -246,8 +250,19 @@ def finish(
     The caller compiles it: JIT (`compile_to_callable`) or ahead of time (`aot.py`).
     """
     pipeline = hl.Pipeline(outputs)
-    if schedule == "default":
+    if schedule == "default" and target.has_gpu_feature():
+        gpu.schedule(sched)
+    elif schedule == "default":
         _default_schedule(sched, xv)
     elif schedule != "none":
         _autoschedule(schedule, pipeline, params, outputs, target, estimate)
     return pipeline, params
+
+
+def require(target: hl.Target, cond: Any, value: Any, *args: Any) -> Any:
+    """`hl.require(cond, value, *args)`, or `value` on a GPU target.
+
+    Halide cannot report a failed requirement from inside a GPU kernel (it refuses to compile
+    one), so CUDA kernels only clamp the index (memory-safe) and raise nothing.
+    """
+    return value if target.has_gpu_feature() else hl.require(cond, value, *args)

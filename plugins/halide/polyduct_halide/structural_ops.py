@@ -48,7 +48,7 @@ class HalideStructuralOps:
             cid = self.t.add_check(Check(buffer))
             full = cond if mask is None else f"hl.logical_not({mask}) | ({cond})"
             out = (
-                f"hl.require({full}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), "
+                f"_rt.require(target, {full}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), "
                 f"hl.cast(hl.Int(64), {raw}), hl.cast(hl.Int(64), {size}))"
             )
         return self.em.emit(out, torch.int32).code

@@ -132,5 +132,7 @@ class KernelTrace:
         """`value` made to depend on the stage's pending check_bounds/device_assert requirements."""
         out = value.code
         for cond, cid, args in self.pending:
-            out = f"hl.require({cond}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), {args})"
+            out = (
+                f"_rt.require(target, {cond}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), {args})"
+            )
         return HVal(out, value.dtype)
