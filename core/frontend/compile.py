@@ -21,6 +21,7 @@ import torch.fx
 from polyduct import plugins as plugin_mod
 from polyduct.frontend import (
     lowerings_index,
+    lowerings_matmul,
     lowerings_misc,
     lowerings_pointwise,
     lowerings_pool,
@@ -69,6 +70,7 @@ def _core_lowerings() -> dict[str, LoweringFn]:
         lowerings_random,
         lowerings_scatter,
         lowerings_scatter_reduce,
+        lowerings_matmul,
     )
     for module in modules:
         table.update(module.table())

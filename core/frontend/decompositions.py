@@ -1,7 +1,8 @@
 """The decomposition table handed to AOTAutograd / `run_decompositions`.
 
 torch's core-aten table plus composite ops polyduct prefers decomposed (softmax, layer norm,
-their backwards, dropout, addmm -> mm + fused bias), minus every op the core lowers natively.
+their backwards, dropout), minus every op the core lowers natively (addmm among them:
+`lowerings_matmul` keeps it one library call or splits off a fusible bias add).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ _EXTRA = (
     aten.native_layer_norm_backward,
     aten.native_dropout,
     aten.native_dropout_backward,
-    aten.addmm,
     aten.gelu_backward,
     aten.silu_backward,
     aten.sigmoid_backward,

@@ -69,6 +69,7 @@ class LoweringContext:
     graph: IRGraph
     node: torch.fx.Node
     seeds: list[str]
+    report: FallbackReport = field(default_factory=FallbackReport)
 
     @property
     def meta(self) -> Any:
@@ -88,6 +89,12 @@ class LoweringContext:
         while isinstance(val, (tuple, list)):
             val = val[0]
         return val.device.type if isinstance(val, torch.Tensor) else "cpu"
+
+    def extern(self, op: str, args: Any, why: str) -> Any:
+        """A library call of aten `op` for part of this node (the node's result metadata),
+        recorded in the fallback report."""
+        self.report.add(op, why)
+        return extern_call(self.graph, self.node, op, args, {})
 
     def seed_index(self) -> int:
         """A fresh per-graph RNG seed slot (the wrapper fills the seed buffer, see lowerings)."""
@@ -252,7 +259,7 @@ class GraphLowering:
         if fn is None:
             self.report.add(name, "no lowering")
         else:
-            ctx = LoweringContext(self.graph, node, self.seeds)
+            ctx = LoweringContext(self.graph, node, self.seeds, self.report)
             try:
                 return fn(ctx, *args, **kwargs)
             except Fallback as why:

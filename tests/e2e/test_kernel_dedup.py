@@ -16,7 +16,9 @@ def _calls(graph: CompiledGraph) -> list[str]:
 
 def test_repeated_linear_layers_share_one_kernel(backends: tuple[str, str], device: str) -> None:
     torch.manual_seed(0)
-    layers = torch.nn.Sequential(*(torch.nn.Linear(8, 8) for _ in range(4))).to(device)
+    # each bias add fuses with the activation after it: four identical kernels, one compiled
+    parts = [m for _ in range(4) for m in (torch.nn.Linear(8, 8), torch.nn.Tanh())]
+    layers = torch.nn.Sequential(*parts).to(device)
     x = torch.randn(3, 8, device=device)
     with torch.no_grad():
         (graph,) = check(layers, backends, x)

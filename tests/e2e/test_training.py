@@ -99,10 +99,12 @@ def test_cnn_training_gradients(backends: tuple[str, str], device: str) -> None:
     assert_same(out, ref, atol=1e-4)
     assert_same(x.grad, x_ref.grad, atol=1e-4)
     assert_same(grads, [p.grad for p in net.parameters()], atol=1e-4)
-    # only the convolutions and the linear layer's matmuls are extern calls: the pool and its
-    # backward (torch's decomposition: a scatter-add of the gradient at the saved indices) are not
+    # only the convolutions and the linear layer's matmuls are extern calls (its forward an addmm:
+    # nothing pointwise reads it): the pool and its backward (torch's decomposition: a scatter-add
+    # of the gradient at the saved indices) are not
     externs = {op for g in graphs for op in g.report.ops()}
     assert externs == {
+        "aten.addmm.default",
         "aten.convolution.default",
         "aten.convolution_backward.default",
         "aten.mm.default",
