@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The Halide backend's GPU job, run on a CUDA machine from the repository root (see
 # docs/backends/halide.md, "CUDA"). The halide wheel is too big to carry as it is: the job expects
-# it repacked as .gpu/halide.tar.xz (the package and its dist-info, without the static libraries
-# and cmake files), unpacks it onto PYTHONPATH, installs the core and the Halide and FX plugins,
+# the wheel for the machine's python3 repacked as .gpu/halide-cpXY.tar.xz (the package and its
+# dist-info, without the static libraries, cmake files and tools), unpacks it onto PYTHONPATH, installs the core and the Halide and FX plugins,
 # then runs: a smoke test, the Halide conformance suite on CUDA tensors (parallel slices by
 # category), and the frontend's e2e suite with kernels=halide on CUDA. Results in $OUT.
 #   POLYDUCT_GPU_CATEGORIES="reduction scan"  only those conformance categories
@@ -12,12 +12,13 @@ OUT=${OUT:-out/gpu-halide}
 LIMIT=${POLYDUCT_GPU_LIMIT:-420}
 mkdir -p "$OUT/conformance"
 python3 --version | tee "$OUT/python.txt"
-if ! python3 -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))'; then
-    echo "python3 is not 3.11: the carried halide wheel (cp311) cannot load" | tee -a "$OUT/python.txt"
+WHEEL=.gpu/halide-cp$(python3 -c 'import sys; print("%d%d" % sys.version_info[:2])').tar.xz
+if [ ! -f "$WHEEL" ]; then
+    echo "no $WHEEL: repack the halide wheel for this python3" | tee -a "$OUT/python.txt"
     exit 2
 fi
 SITE=/tmp/polyduct-halide-site
-mkdir -p "$SITE" && tar -C "$SITE" -xJf .gpu/halide.tar.xz
+mkdir -p "$SITE" && tar -C "$SITE" -xJf "$WHEEL"
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export POLYDUCT_CACHE_DIR=/tmp/polyduct-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/halide -e plugins/fx 2>&1 | tail -3
