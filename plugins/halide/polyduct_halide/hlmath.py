@@ -63,16 +63,32 @@ def decode(raw: E, dtype: str) -> E:
     if dtype == "float16":
         return hl.cast(hl.Float(32), raw)
     if dtype == "bfloat16":
-        return hl.cast(hl.Float(32), hl.reinterpret(hl.BFloat(16), raw))
+        return from_bf16_bits(raw)
     if dtype == "bool":
         return raw != 0
     return raw
 
 
+# bfloat16 by integer arithmetic on the bits, never Halide's BFloat type: LLVM's NVPTX backend
+# aborts on Halide's bfloat casts ("Invalid cast!"), which would end the process on CUDA targets.
+def from_bf16_bits(bits: E) -> E:
+    """float32 of the bfloat16 whose bits are `bits` (int16 or uint16; exact)."""
+    wide = hl.cast(hl.UInt(32), hl.reinterpret(hl.UInt(16), ex(bits))) << 16
+    return hl.reinterpret(hl.Float(32), wide)
+
+
+def bf16_bits(x: E) -> E:
+    """The int16 bits of `x` rounded to bfloat16 (nearest, ties to even; NaN is 0x7FC0, as torch)."""
+    u = hl.reinterpret(hl.UInt(32), hl.cast(hl.Float(32), ex(x)))
+    rounded = (u + hl.u32(0x7FFF) + ((u >> 16) & hl.u32(1))) >> 16
+    nan = (u & hl.u32(0x7FFFFFFF)) > hl.u32(0x7F800000)
+    return hl.reinterpret(hl.Int(16), hl.cast(hl.UInt(16), hl.select(nan, hl.u32(0x7FC0), rounded)))
+
+
 def encode(value: E, dtype: str) -> E:
     """A compute value as the element type of a buffer of `dtype` (rounding f16/bf16)."""
     if dtype == "bfloat16":
-        return hl.reinterpret(hl.Int(16), hl.cast(hl.BFloat(16), value))
+        return bf16_bits(value)
     return hl.cast(_STORAGE[dtype], value)
 
 
@@ -82,8 +98,10 @@ def convert(x: E, dtype: str) -> E:
     if dtype == "bool":
         return x if x.type().is_bool() else x != hl.cast(x.type(), 0)
     if dtype in ("float16", "bfloat16"):
-        low = hl.Float(16) if dtype == "float16" else hl.BFloat(16)
-        rounded = hl.cast(hl.Float(32), hl.cast(low, x))
+        if dtype == "float16":
+            rounded = hl.cast(hl.Float(32), hl.cast(hl.Float(16), x))
+        else:
+            rounded = from_bf16_bits(bf16_bits(x))
         return hl.select(isnan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
     return hl.cast(_TYPES[dtype], x)
 
@@ -92,7 +110,7 @@ def _exact(x: E, dtype: str) -> E:
     if dtype == "float16":
         return hl.cast(hl.Float(16), x)
     if dtype == "bfloat16":
-        return hl.cast(hl.BFloat(16), x)
+        return bf16_bits(x)  # the bits (int16)
     if dtype == "bool":
         return hl.cast(hl.UInt(8), x)
     return x
@@ -100,9 +118,11 @@ def _exact(x: E, dtype: str) -> E:
 
 def bitcast(x: E, dtype: str, src: str) -> E:
     """Reinterpret the bits of `x` (of torch dtype `src`) as torch dtype `dtype`."""
-    exact = {"float16": hl.Float(16), "bfloat16": hl.BFloat(16), "bool": hl.UInt(8)}
+    exact = {"float16": hl.Float(16), "bfloat16": hl.Int(16), "bool": hl.UInt(8)}
     bits = hl.reinterpret(exact.get(dtype, _TYPES.get(dtype)), _exact(ex(x), src))
-    if dtype in ("float16", "bfloat16"):
+    if dtype == "bfloat16":
+        return from_bf16_bits(bits)
+    if dtype == "float16":
         return hl.cast(hl.Float(32), bits)
     return bits != 0 if dtype == "bool" else bits
 
@@ -341,15 +361,16 @@ def shr(a: E, b: E) -> E:
 def nextafter(a: E, b: E, width: int, bf16: bool) -> E:
     """Next float of a's storage format (f16/bf16/f32/f64) after a toward b."""
     a, b = ex(a), ex(b)
-    store = {16: hl.BFloat(16) if bf16 else hl.Float(16), 32: hl.Float(32), 64: hl.Float(64)}
+    store = {16: hl.Float(16), 32: hl.Float(32), 64: hl.Float(64)}
     ft, it = store[width], hl.Int(width)
-    bits = hl.reinterpret(it, hl.cast(ft, a))
+    bits = bf16_bits(a) if bf16 else hl.reinterpret(it, hl.cast(ft, a))
     one = hl.cast(it, 1)
     away = (a < b) == (a > c(a, 0))
     stepped = hl.select(away, bits + one, bits - one)
     tiny = hl.select(b > c(b, 0), one, hl.cast(it, 1) | (one << hl.cast(it, width - 1)))
     stepped = hl.select(a == c(a, 0), tiny, stepped)
-    out = hl.cast(a.type(), hl.reinterpret(ft, stepped))
+    low = from_bf16_bits(stepped) if bf16 else hl.reinterpret(ft, stepped)
+    out = hl.cast(a.type(), low)
     return hl.select(isnan(a) | isnan(b), a + b, hl.select(a == b, b, out))
 
 
