@@ -90,7 +90,10 @@ def _instructions(args: argparse.Namespace) -> int:
     partial = RESULTS / "instructions.partial.json"
     graphs, compilers = args.graphs or list(GRAPHS), args.compilers or list(COMPILERS)
     counts = measure_all(graphs, compilers, args.jobs, partial)
-    save(RESULTS / "instructions.json", counts)
+    # a run of some graphs or compilers replaces their counts and keeps the others'
+    saved = RESULTS / "instructions.json"
+    old = json.loads(saved.read_text()) if saved.exists() else {}
+    save(saved, {**old, **counts})
     expected = load_expected()
     if args.update:
         EXPECTED.write_text(json.dumps(updated(counts, expected), indent=2) + "\n")
