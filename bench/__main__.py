@@ -60,6 +60,9 @@ def _runtime(args: argparse.Namespace) -> int:
     }
     doc = to_json(results, meta)
     out.write_text(json.dumps(doc, indent=2) + "\n")
+    if not results:
+        print(f"wrote {out}: nothing ran (no workload of {args.workloads} runs at {args.sizes})")
+        return 1
     png = Path(args.png or DOCS_IMG / f"bench-{device.split(':')[0]}.png")
     plot_runtime(doc["results"], png)
     print(f"wrote {out} and {png}\n")
@@ -124,7 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     sub = parser.add_subparsers(dest="cmd")
     rt = sub.add_parser("runtime", help="runtime suite (default)")
-    rt.add_argument("--sizes", nargs="+", default=["small", "medium", "large"])
+    rt.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["small", "medium", "large"],
+        choices=["small", "medium", "large"],
+        help="small 64x64, medium 1024x1024, large 4096x4096",
+    )
     rt.add_argument("--workloads", nargs="*")
     rt.add_argument("--kernels", nargs="*", help="polyduct kernel backends (default: installed)")
     rt.add_argument(
