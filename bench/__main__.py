@@ -24,7 +24,7 @@ def _runtime(args: argparse.Namespace) -> int:
     from bench.workloads import by_name
 
     device = args.device
-    chosen = variants(device, args.kernels or None, args.halide_schedules)
+    chosen = variants(device, args.kernels or None, args.halide_schedules, args.dynamo_floor)
     _, load_errors = installed_kernel_backends(device)
     print(f"variants: {[v.name for v in chosen]}", flush=True)
 
@@ -138,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     rt.add_argument("--kernels", nargs="*", help="polyduct kernel backends (default: installed)")
     rt.add_argument(
         "--halide-schedules", nargs="*", default=[], help="extra Halide variants, e.g. Adams2019"
+    )
+    rt.add_argument(
+        "--dynamo-floor",
+        action="store_true",
+        help="add torch.compile with a backend that runs the captured graph unchanged: the "
+        "per-call cost every backend pays",
     )
     rt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     rt.add_argument("--rounds", type=int, default=15)

@@ -47,6 +47,17 @@ def _inductor(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
     return torch.compile(fresh(fn), backend="inductor", dynamic=dynamic)
 
 
+def _dynamo_only(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """A torch.compile backend that runs the captured graph as it is (no AOTAutograd, no code)."""
+    return gm.forward
+
+
+def _dynamo_floor(fn: Callable[..., Any], dynamic: bool) -> Callable[..., Any]:
+    """What every torch.compile backend pays per call before its own code runs: Dynamo's frame
+    hook, guards and the call into the captured graph (which here runs eagerly)."""
+    return torch.compile(fresh(fn), backend=_dynamo_only, dynamic=dynamic)
+
+
 def _polyduct(
     kernels: str, kernel_options: dict[str, Any] | None = None
 ) -> Callable[[Callable[..., Any], bool], Callable[..., Any]]:
@@ -75,10 +86,14 @@ def installed_kernel_backends(device: str) -> tuple[list[str], list[str]]:
 
 
 def variants(
-    device: str, kernels: list[str] | None = None, halide_schedules: list[str] | None = None
+    device: str,
+    kernels: list[str] | None = None,
+    halide_schedules: list[str] | None = None,
+    dynamo_floor: bool = False,
 ) -> list[Variant]:
     """eager, inductor, then `polyduct-<k>` for each kernel backend (all installed by default),
-    then `polyduct-halide-<schedule>` for each Halide schedule asked for (e.g. Adams2019)."""
+    then `polyduct-halide-<schedule>` for each Halide schedule asked for (e.g. Adams2019), then
+    `dynamo-floor` (Dynamo with a backend that adds nothing) when asked for."""
     found, _ = installed_kernel_backends(device)
     chosen = found if kernels is None else kernels
     cpu = device.split(":")[0] == "cpu"
@@ -90,16 +105,19 @@ def variants(
         (f"polyduct-halide-{s}", _polyduct("halide", {"schedule": s}))
         for s in halide_schedules or []
     ]
-    return [Variant("eager", _eager), Variant("inductor", _inductor)] + [
-        Variant(name, wrap, limit(name)) for name, wrap in named
-    ]
+    floor = [Variant("dynamo-floor", _dynamo_floor)] if dynamo_floor else []
+    return (
+        [Variant("eager", _eager), Variant("inductor", _inductor)]
+        + [Variant(name, wrap, limit(name)) for name, wrap in named]
+        + floor
+    )
 
 
 def by_name(device: str, name: str) -> Variant:
     """The variant called `name` (`polyduct-halide-<schedule>` names a Halide schedule)."""
     prefix = "polyduct-halide-"
     schedules = [name.removeprefix(prefix)] if name.startswith(prefix) else []
-    for variant in variants(device, None, schedules):
+    for variant in variants(device, None, schedules, dynamo_floor=True):
         if variant.name == name:
             return variant
     raise SystemExit(f"unknown variant {name!r} on {device}")
