@@ -139,12 +139,17 @@ def compile_library(
     obj.unlink()
 
 
+_MESSAGES: list[str] = []
+
+
 class Runtime:
     """The Halide runtime library of one target, loaded globally; collects error messages."""
 
     def __init__(self, path: Path, gpu: bool = False) -> None:
         self.lib = ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
-        self.messages: list[str] = []
+        # One list for every runtime: with a host and a CUDA runtime loaded, the symbols both
+        # export (halide_error among them) bind to the first one loaded, whose handler reports.
+        self.messages = _MESSAGES
         handler_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
         self._handler = handler_t(self._on_error)  # kept alive as long as the runtime
         self.lib.halide_set_error_handler.restype = ctypes.c_void_p
