@@ -12,8 +12,10 @@ import sympy
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import contiguous_strides, index_vars
 from polyduct.kernel import KernelSpec
+from polyduct_cpp.columns import column_lanes, column_reduction, columns
 from polyduct_cpp.ctypes_map import compute_type, storage_type
 from polyduct_cpp.emitter import StageState
+from polyduct_cpp.loops import decompose, emit_lines, split, strided
 from polyduct_cpp.ops import CppOps
 from polyduct_cpp.options import CppOptions
 from polyduct_cpp.stage import StageEmitter
@@ -29,9 +31,10 @@ def _trace(
     options: CppOptions,
     flatten: dict[sympy.Symbol, sympy.Expr],
     row_cache: bool = False,
+    lanes: int | None = None,
 ) -> tuple[StageEmitter, list[StageState]]:
     emitter = StageEmitter(spec, options.check_indices)
-    emitter.lanes = options.simd_lanes
+    emitter.lanes = lanes or options.simd_lanes
     emitter.flatten = flatten
     emitter.row_cache = row_cache
     ops = CppOps(emitter)
@@ -71,6 +74,11 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         # x_last runs over all outer points; the other outer variables vanish from indexes.
         zeroed = {x: sympy.Integer(0) for x in index_vars("x", ndim)[:-1]}
         emitter, states = _trace(spec, options, zeroed)
+    by_columns = spec.kind != "pointwise" and column_reduction(
+        spec, emitter.load_exprs, states, options.simd_lanes
+    )
+    if by_columns:
+        emitter, states = _trace(spec, options, {}, lanes=column_lanes(spec, options.simd_lanes))
     out = IndentedBuffer()
     params = [emitter.storage_decl(b.name) for b in spec.args]
     params += [f"int64_t {emitter.names[s.name]}" for s in spec.size_args]
@@ -85,6 +93,9 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
             _flat_pointwise(out, states, ndim - 1, options)
         elif spec.kind == "pointwise":
             _pointwise(out, states, ndim, options, _inner_dim(emitter.load_exprs, ndim))
+        elif by_columns:
+            tail = row_loop(emitter, states, ndim, options)
+            columns(out, emitter, states, options, tail)
         else:
             _rows(out, spec, options, emitter, states)
     out.line("}")
@@ -149,59 +160,6 @@ def _sizes(
     out.line(f"const int64_t {total} = {' * '.join(names) or '1'};")
 
 
-def _decompose(
-    out: IndentedBuffer, flat: str, prefix: str, stem: str, dims: Sequence[int] | int
-) -> None:
-    """Row-major coordinates `<prefix>i` of `flat` over sizes `<stem>i`, for i in `dims`
-    (an int: dims 0 .. dims-1)."""
-    order = list(range(dims)) if isinstance(dims, int) else list(dims)
-    divisor = ""
-    for n, i in reversed(list(enumerate(order))):
-        base = f"({flat} / ({divisor}))" if divisor else flat
-        value = base if n == 0 else f"{base} % {stem}{i}"
-        out.line(f"const int64_t {prefix}{i} = {value};")
-        divisor = f"{divisor} * {stem}{i}" if divisor else f"{stem}{i}"
-    out.line(f"(void){flat};")
-
-
-def _emit_lines(out: IndentedBuffer, text: str) -> None:
-    for line in text.splitlines():
-        out.line(line)
-
-
-def _split(
-    out: IndentedBuffer, options: CppOptions, count: str, work: str, loop: IndentedBuffer
-) -> None:
-    """Run `loop` (over [pd_lo, pd_hi)) on all threads when `work` is large, else inline.
-
-    The serial path makes no OpenMP call at all, so small kernels pay no team start-up.
-    """
-    out.line("auto pd_run = [&](const int64_t pd_lo, const int64_t pd_hi) {")
-    with out.indent():
-        _emit_lines(out, loop.getvalue())
-    out.line("};")
-    if not options.openmp:
-        out.line(f"pd_run(0, {count});")
-        return
-    out.line(f"if ({work} >= {options.parallel_threshold} && {count} > 1) {{")
-    with out.indent():
-        # Chunks are claimed from a shared counter: on a loaded machine a thread that is not
-        # running leaves its share to the others instead of holding up the whole kernel.
-        out.line("std::atomic<int64_t> pd_next{0};")
-        out.line("#pragma omp parallel")
-        out.line("{")
-        with out.indent():
-            out.line(f"const int64_t pd_chunk = pd_chunk_size({count}, {work});")
-            out.line(f"for (int64_t pd_b = pd_next.fetch_add(pd_chunk); pd_b < {count};")
-            out.line("     pd_b = pd_next.fetch_add(pd_chunk)) {")
-            out.line(f"    pd_run(pd_b, std::min<int64_t>({count}, pd_b + pd_chunk));")
-            out.line("}")
-        out.line("}")
-    out.line("} else {")
-    out.line(f"    pd_run(0, {count});")
-    out.line("}")
-
-
 def _inner_dim(loads: Sequence[sympy.Expr], ndim: int) -> int:
     """The dimension of the SIMD loop of a pointwise kernel: the last one, unless loads step
     through it with a stride other than 0 or 1 and another dimension has fewer such loads
@@ -209,13 +167,6 @@ def _inner_dim(loads: Sequence[sympy.Expr], ndim: int) -> int:
     stride (it runs them scalar: GELU's backward over a transposed 256x64 view took 135 µs
     where the swapped loop takes 26); strided stores it vectorises."""
     xs = index_vars("x", ndim)
-
-    def strided(expr: sympy.Expr, x: sympy.Symbol) -> bool:
-        expanded = sympy.expand(expr)
-        coeff = expanded.coeff(x)
-        rest = sympy.expand(expanded - coeff * x)
-        return x in rest.free_symbols or coeff.free_symbols != set() or coeff not in (0, 1)
-
     counts = [sum(strided(e, x) for e in loads) for x in xs]
     best = min(range(ndim), key=lambda d: (counts[d], -d))
     return best if counts[best] < counts[-1] else ndim - 1
@@ -229,7 +180,7 @@ def _pointwise(
     if ndim == 0:
         out.line("{")
         with out.indent():
-            _emit_lines(out, body)
+            emit_lines(out, body)
         out.line("}")
         return
     last = ndim - 1
@@ -237,16 +188,16 @@ def _pointwise(
     if ndim == 1:
         loop.line("#pragma omp simd" if simd else "")
         _x_loop(loop, last, body, "pd_lo", "pd_hi")
-        _split(out, options, f"pd_n{last}", "pd_xnumel", loop)
+        split(out, options, f"pd_n{last}", "pd_xnumel", loop)
         return
     outer = [d for d in range(ndim) if d != inner]
     loop.line("for (int64_t pd_xo = pd_lo; pd_xo < pd_hi; ++pd_xo) {")
     with loop.indent():
-        _decompose(loop, "pd_xo", "x", "pd_n", outer)
+        decompose(loop, "pd_xo", "x", "pd_n", outer)
         loop.line("#pragma omp simd" if simd else "")
         _x_loop(loop, inner, body, "0", f"pd_n{inner}")
     loop.line("}")
-    _split(out, options, " * ".join(f"pd_n{i}" for i in outer), "pd_xnumel", loop)
+    split(out, options, " * ".join(f"pd_n{i}" for i in outer), "pd_xnumel", loop)
 
 
 def _flat_pointwise(
@@ -256,13 +207,13 @@ def _flat_pointwise(
     loop = IndentedBuffer()
     loop.line("#pragma omp simd" if simd else "")
     _x_loop(loop, var, "".join(s.body.getvalue() for s in states), "pd_lo", "pd_hi")
-    _split(out, options, "pd_xnumel", "pd_xnumel", loop)
+    split(out, options, "pd_xnumel", "pd_xnumel", loop)
 
 
 def _x_loop(out: IndentedBuffer, dim: int, body: str, lo: str, hi: str) -> None:
     out.line(f"for (int64_t x{dim} = {lo}; x{dim} < {hi}; ++x{dim}) {{")
     with out.indent():
-        _emit_lines(out, body)
+        emit_lines(out, body)
     out.line("}")
 
 
@@ -273,11 +224,19 @@ def _per_row(
     ndim: int,
     options: CppOptions,
 ) -> None:
+    loop = row_loop(emitter, states, ndim, options)
+    split(out, options, "pd_xnumel", "pd_xnumel * pd_rnumel", loop)
+
+
+def row_loop(
+    emitter: StageEmitter, states: list[StageState], ndim: int, options: CppOptions
+) -> IndentedBuffer:
+    """The loop over rows [pd_lo, pd_hi), every stage of a row in turn."""
     loop = IndentedBuffer()
     _row_arrays(loop, emitter)
     loop.line("for (int64_t pd_xf = pd_lo; pd_xf < pd_hi; ++pd_xf) {")
     with loop.indent():
-        _decompose(loop, "pd_xf", "x", "pd_n", ndim)
+        decompose(loop, "pd_xf", "x", "pd_n", ndim)
         for name, var in emitter.locals.items():
             loop.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
         rdim = len(emitter.spec.reduction_ranges)
@@ -290,7 +249,7 @@ def _per_row(
                 _STAGES[state.kind](loop, state, rdim, emitter.lanes, options)
             loop.line("}")
     loop.line("}")
-    _split(out, options, "pd_xnumel", "pd_xnumel * pd_rnumel", loop)
+    return loop
 
 
 _STACK_ROW_BYTES = 32768  # row-cache arrays up to this size live on the stack
@@ -311,7 +270,7 @@ def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: 
     out.line("#pragma omp simd" if simd else "")
     out.line(f"for (int64_t pd_rf = {start}; pd_rf < pd_rnumel; ++pd_rf) {{")
     with out.indent():
-        _decompose(out, "pd_rf", "r", "pd_m", rdim)
+        decompose(out, "pd_rf", "r", "pd_m", rdim)
         for line in lines:
             out.line(line)
     out.line("}")
@@ -320,7 +279,7 @@ def _r_loop(out: IndentedBuffer, rdim: int, start: str, lines: list[str], simd: 
 def _outer_stage(
     out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
 ) -> None:
-    _emit_lines(out, state.body.getvalue())
+    emit_lines(out, state.body.getvalue())
 
 
 def _inner_stage(
@@ -341,7 +300,7 @@ def _lane_blocks(
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():
             out.line("const int64_t pd_rf = pd_rb + pd_l;")
-            _decompose(out, "pd_rf", "r", "pd_m", rdim)
+            decompose(out, "pd_rf", "r", "pd_m", rdim)
             for line in body:
                 out.line(line)
         out.line("}")
@@ -399,7 +358,7 @@ def _reduce_stage(
     _r_loop(out, rdim, "pd_rmain", ["const int64_t pd_l = 0;", *prepare, *body], False)
     for _, acc in state.accs:
         out.line(f"pd_fold<{lanes}>({acc});")
-    _emit_lines(out, state.post.getvalue())
+    emit_lines(out, state.post.getvalue())
 
 
 def _scan_sort_stage(

@@ -1,0 +1,145 @@
+"""Column reductions: a reduction whose loads are contiguous across outputs and strided along the
+reduction (`x.sum(0)` of a row-major matrix, a bias gradient) runs with one SIMD lane per output.
+
+The row loop would read one element per row step, which GCC runs scalar. Here a block of `lanes`
+adjacent outputs is reduced together: for each reduction index, one vector load covers the block,
+and lane l accumulates output pd_xc + l (each output's values in order, so a Welford or argmax
+lane sees its column in order; sums are merged every CHUNK steps for accuracy). After the reduction, each lane's state is
+moved into lane 0 of its own accumulator, finished, and the kernel's later (outer) stages run for
+that output. Outputs past the last whole block take the row loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import sympy
+
+from polyduct.codegen import IndentedBuffer
+from polyduct.indexing import index_vars
+from polyduct.kernel import KernelSpec
+from polyduct_cpp.ctypes_map import compute_type
+from polyduct_cpp.emitter import Emitter, StageState
+from polyduct_cpp.loops import decompose, emit_lines, split, strided
+from polyduct_cpp.options import CppOptions
+
+
+def column_reduction(
+    spec: KernelSpec, loads: Sequence[sympy.Expr], states: Sequence[StageState], lanes: int
+) -> bool:
+    """Whether `spec` is a one-dimensional reduction, a reduce stage then outer stages only,
+    whose loads step along the reduction with a stride more often than along the outputs."""
+    if len(spec.ranges) != 1 or not spec.reduction_ranges or not states:
+        return False
+    if states[0].kind != "reduce" or any(s.kind != "outer" for s in states[1:]):
+        return False
+    extent = spec.ranges[0]
+    if extent.is_Integer and int(extent) < lanes:
+        return False
+    (x,) = index_vars("x", 1)
+    r = index_vars("r", len(spec.reduction_ranges))[-1]
+    return sum(strided(e, r) for e in loads) > sum(strided(e, x) for e in loads)
+
+
+def column_lanes(spec: KernelSpec, simd_lanes: int) -> int:
+    """Outputs per block: four SIMD registers' worth (a row step then reads whole cache lines
+    several at a time), fewer when the outputs are fewer, at most 64."""
+    extent = spec.ranges[0]
+    lanes = min(64, 4 * simd_lanes)
+    while extent.is_Integer and lanes > simd_lanes and int(extent) < lanes:
+        lanes //= 2
+    return max(lanes, simd_lanes)
+
+
+def columns(
+    out: IndentedBuffer,
+    emitter: Emitter,
+    states: list[StageState],
+    options: CppOptions,
+    tail: IndentedBuffer,
+) -> None:
+    """Blocks of `lanes` outputs across threads, then the remaining outputs through `tail` (the
+    row loop over [pd_lo, pd_hi))."""
+    lanes = emitter.lanes
+    reduce, later = states[0], states[1:]
+    out.line(f"const int64_t pd_xmain = pd_xnumel - pd_xnumel % {lanes};")
+    loop = IndentedBuffer()
+    loop.line("for (int64_t pd_xb = pd_lo; pd_xb < pd_hi; ++pd_xb) {")
+    with loop.indent():
+        loop.line(f"const int64_t pd_xc = pd_xb * {lanes};")
+        for ctype, acc in reduce.accs:
+            loop.line(f"{ctype} {acc}_all;")
+        loop.line(f"for (int64_t pd_rc = 0; pd_rc < pd_rnumel; pd_rc += {CHUNK}) {{")
+        with loop.indent():
+            _chunk(loop, emitter, reduce, lanes)
+        loop.line("}")
+        loop.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
+        with loop.indent():
+            loop.line("const int64_t x0 = pd_xc + pd_l;")
+            for name, var in emitter.locals.items():
+                loop.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
+            loop.line("{")
+            with loop.indent():
+                _lane_results(loop, reduce, lanes)
+            loop.line("}")
+            for state in later:
+                loop.line("{")
+                with loop.indent():
+                    emit_lines(loop, state.body.getvalue())
+                loop.line("}")
+        loop.line("}")
+    loop.line("}")
+    out.line("{")
+    with out.indent():
+        split(out, options, f"pd_xmain / {lanes}", "pd_xmain * pd_rnumel", loop)
+    out.line("}")
+    out.line("if (pd_xmain < pd_xnumel) {")
+    with out.indent():
+        out.line("auto pd_run = [&](const int64_t pd_lo, const int64_t pd_hi) {")
+        with out.indent():
+            emit_lines(out, tail.getvalue())
+        out.line("};")
+        out.line("pd_run(pd_xmain, pd_xnumel);")
+    out.line("}")
+
+
+CHUNK = 256
+"""Reduction steps accumulated before they are merged into the running total: a column of n
+values is summed in chunks, so rounding error grows with n / CHUNK + CHUNK, not n."""
+
+
+def _chunk(out: IndentedBuffer, emitter: Emitter, reduce: StageState, lanes: int) -> None:
+    """Reduce steps [pd_rc, pd_rc + CHUNK) of the block into fresh accumulators, then merge
+    them lane by lane into the block's totals (`<acc>_all`)."""
+    for ctype, acc in reduce.accs:
+        out.line(f"{ctype} {acc};")
+    out.line(f"const int64_t pd_rend = std::min<int64_t>(pd_rnumel, pd_rc + {CHUNK});")
+    out.line("for (int64_t pd_rf = pd_rc; pd_rf < pd_rend; ++pd_rf) {")
+    with out.indent():
+        decompose(out, "pd_rf", "r", "pd_m", len(emitter.spec.reduction_ranges))
+        for _, acc in reduce.accs:
+            out.line(f"{acc}.prepare();")
+        out.line("" if reduce.no_simd else "#pragma omp simd")
+        out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
+        with out.indent():
+            out.line("const int64_t x0 = pd_xc + pd_l;")
+            emit_lines(out, reduce.body.getvalue())
+        out.line("}")
+    out.line("}")
+    out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
+    for _, acc in reduce.accs:
+        out.line(f"    {acc}_all.merge(pd_l, {acc}, pd_l);")
+    out.line("}")
+
+
+def _lane_results(out: IndentedBuffer, reduce: StageState, lanes: int) -> None:
+    """Lane pd_l of each accumulator alone in lane 0 of a fresh one (the other lanes are the
+    identity), finished; the stage's result lines read those."""
+    post = reduce.post.getvalue()
+    for ctype, acc in reduce.accs:
+        out.line(f"{ctype} {acc}_col;")
+        out.line(f"{acc}_col.merge(0, {acc}_all, pd_l);")
+        out.line(f"pd_fold<{lanes}>({acc}_col);")
+        post = re.sub(rf"\b{re.escape(acc)}\b", f"{acc}_col", post)
+    emit_lines(out, post)

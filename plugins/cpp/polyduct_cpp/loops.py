@@ -1,0 +1,73 @@
+"""Loop scaffolding shared by the kernel shapes: coordinates from a flat index, the OpenMP split
+of a loop over [pd_lo, pd_hi), and which loads step through a variable with a stride."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+
+from polyduct.codegen import IndentedBuffer
+from polyduct_cpp.options import CppOptions
+
+
+def strided(expr: sympy.Expr, var: sympy.Symbol) -> bool:
+    """Whether index `expr` steps through `var` other than by 0 or 1 elements (GCC runs an
+    `omp simd` loop over such loads scalar)."""
+    expanded = sympy.expand(expr)
+    coeff = expanded.coeff(var)
+    rest = sympy.expand(expanded - coeff * var)
+    return var in rest.free_symbols or coeff.free_symbols != set() or coeff not in (0, 1)
+
+
+def decompose(
+    out: IndentedBuffer, flat: str, prefix: str, stem: str, dims: Sequence[int] | int
+) -> None:
+    """Row-major coordinates `<prefix>i` of `flat` over sizes `<stem>i`, for i in `dims`
+    (an int: dims 0 .. dims-1)."""
+    order = list(range(dims)) if isinstance(dims, int) else list(dims)
+    divisor = ""
+    for n, i in reversed(list(enumerate(order))):
+        base = f"({flat} / ({divisor}))" if divisor else flat
+        value = base if n == 0 else f"{base} % {stem}{i}"
+        out.line(f"const int64_t {prefix}{i} = {value};")
+        divisor = f"{divisor} * {stem}{i}" if divisor else f"{stem}{i}"
+    out.line(f"(void){flat};")
+
+
+def emit_lines(out: IndentedBuffer, text: str) -> None:
+    for line in text.splitlines():
+        out.line(line)
+
+
+def split(
+    out: IndentedBuffer, options: CppOptions, count: str, work: str, loop: IndentedBuffer
+) -> None:
+    """Run `loop` (over [pd_lo, pd_hi)) on all threads when `work` is large, else inline.
+
+    The serial path makes no OpenMP call at all, so small kernels pay no team start-up.
+    """
+    out.line("auto pd_run = [&](const int64_t pd_lo, const int64_t pd_hi) {")
+    with out.indent():
+        emit_lines(out, loop.getvalue())
+    out.line("};")
+    if not options.openmp:
+        out.line(f"pd_run(0, {count});")
+        return
+    out.line(f"if ({work} >= {options.parallel_threshold} && {count} > 1) {{")
+    with out.indent():
+        # Chunks are claimed from a shared counter: on a loaded machine a thread that is not
+        # running leaves its share to the others instead of holding up the whole kernel.
+        out.line("std::atomic<int64_t> pd_next{0};")
+        out.line("#pragma omp parallel")
+        out.line("{")
+        with out.indent():
+            out.line(f"const int64_t pd_chunk = pd_chunk_size({count}, {work});")
+            out.line(f"for (int64_t pd_b = pd_next.fetch_add(pd_chunk); pd_b < {count};")
+            out.line("     pd_b = pd_next.fetch_add(pd_chunk)) {")
+            out.line(f"    pd_run(pd_b, std::min<int64_t>({count}, pd_b + pd_chunk));")
+            out.line("}")
+        out.line("}")
+    out.line("} else {")
+    out.line(f"    pd_run(0, {count});")
+    out.line("}")
