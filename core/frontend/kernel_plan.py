@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -14,6 +15,7 @@ from polyduct.indexing import expanded, free_symbols, product, symbol_text
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelBuffer, KernelSpec, Role
 from polyduct.wrapper_ir import Ref
+from polyduct.wrapper_runtime import resolve_op
 
 _INDEX_PREFIXES = ("x", "r", "indirect")
 
@@ -66,6 +68,7 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
     names) takes the earlier one's name, so it is generated and compiled once and called twice.
     """
     readers = _readers(items, graph)
+    fresh = _fresh_extern_results(items)
     out: list[KernelPlan | ExternNode] = []
     existing = set(graph.inputs)  # buffers holding data before the item at hand
     keys = KernelKeys()
@@ -75,7 +78,7 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
             out.append(item)
             existing.update(item.outputs)
             continue
-        kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing)
+        kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing, fresh)
         existing.update(b.name for b in kernel.spec.buffers)
         twin = keys.twin(kernel.spec)
         if twin is None:
@@ -93,6 +96,7 @@ def _plan_group(
     pos: int,
     readers: dict[str, set[int]],
     existing: set[str],
+    fresh: set[str],
 ) -> KernelPlan:
     written = list(dict.fromkeys(b for m in group.members for b in m.node.outputs))
     external = {
@@ -107,7 +111,7 @@ def _plan_group(
                 copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
     removed = {b for b in written if b not in external and b not in renames}
     candidates = (set(written) - removed - set(renames)) | {buf for buf, _ in copies}
-    inplace = _inplace(graph, group, pos, readers, candidates, existing, copies)
+    inplace = _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
     stages = _stages(group, renames | inplace, removed, copies)
     buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
     ranges = group.outer or (sympy.Integer(1),)
@@ -134,11 +138,13 @@ def _inplace(
     outputs: set[str],
     existing: set[str],
     copies: list[tuple[str, Any]],
+    fresh: set[str],
 ) -> dict[str, str]:
     """Dying input -> output that takes over its storage (ARCHITECTURE.md §3, issue 4).
 
-    For an input computed by an earlier kernel of this graph (never a graph input or output, an
-    extern result or a viewed buffer), read only by this kernel, only at the very index the output
+    For an input computed by an earlier kernel of this graph or returned new by a library call
+    (`fresh`: never a graph input or output, a viewed buffer, or what an aliasing or mutating
+    library call returned), read only by this kernel, only at the very index the output
     is stored at, with the output's exact layout, and never after the output's first store (a
     later load would see the output's data). Pointwise and reduction kernels alike: a reduction's
     epilogue (`inner` or `outer` stage) or its result (copied out after every stage) may take the
@@ -163,7 +169,7 @@ def _inplace(
             info = graph.buffers.get(dying)
             ok = (
                 info is not None
-                and info.kind == "computed"
+                and (info.kind == "computed" or dying in fresh)
                 and dying not in written
                 and dying not in pairs
                 and readers.get(dying) == {pos}
@@ -175,6 +181,28 @@ def _inplace(
                 pairs[dying] = out
                 break
     return pairs
+
+
+def _fresh_extern_results(items: Sequence[Item]) -> set[str]:
+    """Buffers bound to a library call's single result that is a new tensor (the softmax
+    gradient can then be written over the `bmm` result it reads, not into fresh memory)."""
+    return {
+        name
+        for item in items
+        if isinstance(item, ExternNode) and not item.tuple_result and returns_new(item.op)
+        for name in item.outputs
+    }
+
+
+@functools.cache
+def returns_new(op: str) -> bool:
+    """Whether aten overload `op` (e.g. "aten.bmm.default") returns new tensors: its schema
+    mutates nothing and no result aliases an argument. Unknown ops: False."""
+    try:
+        schema = resolve_op(op)._schema
+    except (AttributeError, RuntimeError):
+        return False
+    return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
 def _access_at(group: Group, kind: str) -> tuple[dict[str, set[Any]], dict[str, int]]:

@@ -27,10 +27,10 @@ def test_repeated_linear_layers_share_one_kernel(backends: tuple[str, str], devi
 
 
 def test_kernels_differing_in_a_constant_stay_apart(backends: tuple[str, str], device: str) -> None:
-    def fn(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def fn(a: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
         b = (a + 1) @ w
         c = (b + 2) @ w
-        return c + 1
+        return c + 1, b, c  # b and c stay alive: no kernel writes over them (test_reuse.py)
 
     a, w = torch.randn(4, 4, device=device), torch.randn(4, 4, device=device)
     (graph,) = check(fn, backends, a, w)
@@ -42,7 +42,8 @@ def test_kernels_differing_in_shape_or_dtype_stay_apart(
     backends: tuple[str, str], device: str
 ) -> None:
     def fn(a: torch.Tensor, b: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return ((a.sin() @ w).sin() @ w).double().sin(), b.sin()
+        m = a.sin() @ w  # an output, so m.sin() writes a fresh buffer as a.sin() does
+        return (m.sin() @ w).double().sin(), b.sin(), m
 
     a, w = torch.randn(4, 4, device=device), torch.randn(4, 4, device=device)
     b = torch.randn(5, 4, device=device)

@@ -101,3 +101,30 @@ def test_no_reuse_across_rows_or_layouts(backends: tuple[str, str], device: str)
 
     (graph,) = check(fn, backends, torch.randn(6, 6, device=device))
     assert not reuses(graph)
+
+
+def test_softmax_gradient_reuses_dying_library_result(
+    backends: tuple[str, str], device: str
+) -> None:
+    """A new tensor returned by a library call (`bmm`) that dies at a kernel takes its output:
+    attention's softmax, and its gradient in training, are written over the scores."""
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, 9, 4, generator=g).to(device) for _ in range(2))
+    q[0, 1, 2] = float("inf")  # a NaN row through the softmax
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(a @ b.transpose(1, 2), -1)
+
+    (graph,) = check(fn, backends, q, k)
+    (extern,) = [old for _, old in reuses(graph)]
+    assert extern.startswith("extern")
+    assert_unique_args(graph)
+
+
+def test_no_reuse_of_aliasing_or_mutating_library_results() -> None:
+    from polyduct.frontend.kernel_plan import returns_new
+
+    assert returns_new("aten.bmm.default") and returns_new("aten.convolution.default")
+    assert not returns_new("aten.copy_.default")  # returns (and mutates) its first argument
+    assert not returns_new("aten.transpose.int")  # a view of its argument
+    assert not returns_new("aten.no_such_op.default")
