@@ -32,9 +32,11 @@ def _trace(
     flatten: dict[sympy.Symbol, sympy.Expr],
     row_cache: bool = False,
     lanes: int | None = None,
+    tile: tuple[int, int, int] | None = None,
 ) -> tuple[StageEmitter, list[StageState]]:
     emitter = StageEmitter(spec, options.check_indices)
     emitter.lanes = lanes or options.simd_lanes
+    emitter.tile = tile
     emitter.flatten = flatten
     emitter.row_cache = row_cache
     ops = CppOps(emitter)
@@ -74,6 +76,13 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         # x_last runs over all outer points; the other outer variables vanish from indexes.
         zeroed = {x: sympy.Integer(0) for x in index_vars("x", ndim)[:-1]}
         emitter, states = _trace(spec, options, zeroed)
+    inner, tiled = ndim - 1, None
+    if spec.kind == "pointwise" and not flat:
+        inner = _inner_dim(emitter.load_exprs, ndim)
+        across = _tile_dim(emitter.load_exprs + emitter.store_exprs, ndim, inner)
+        if across is not None:
+            tiled = (inner, across, TILE)
+            emitter, states = _trace(spec, options, {}, tile=tiled)
     by_columns = spec.kind != "pointwise" and column_reduction(
         spec, emitter.load_exprs, states, options.simd_lanes
     )
@@ -91,8 +100,10 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         _prefault_outputs(out, spec, emitter, options)
         if flat:
             _flat_pointwise(out, states, ndim - 1, options)
+        elif tiled is not None:
+            _tiled_pointwise(out, emitter, states, options, tiled)
         elif spec.kind == "pointwise":
-            _pointwise(out, states, ndim, options, _inner_dim(emitter.load_exprs, ndim))
+            _pointwise(out, states, ndim, options, inner)
         elif by_columns:
             tail = row_loop(emitter, states, ndim, options)
             columns(out, emitter, states, options, tail)
@@ -170,6 +181,74 @@ def _inner_dim(loads: Sequence[sympy.Expr], ndim: int) -> int:
     counts = [sum(strided(e, x) for e in loads) for x in xs]
     best = min(range(ndim), key=lambda d: (counts[d], -d))
     return best if counts[best] < counts[-1] else ndim - 1
+
+
+def _tile_dim(accesses: Sequence[sympy.Expr], ndim: int, inner: int) -> int | None:
+    """The dimension to tile together with the SIMD dimension `inner`: the one along which most
+    accesses that step through `inner` with a stride are contiguous (a transposed store or
+    load); None when no access is strided that way. A transposed load then reads the same few
+    cache lines for a whole tile (a + b.t() at 2048x2048: 32 ms untiled, 6-9 ms tiled)."""
+    xs = index_vars("x", ndim)
+    counts = [0] * ndim
+    for expr in accesses:
+        if not strided(expr, xs[inner]):
+            continue
+        expanded = sympy.expand(expr)
+        for d, x in enumerate(xs):
+            if d != inner and expanded.coeff(x) == 1:
+                counts[d] += 1
+    best = max(range(ndim), key=lambda d: (counts[d], d))
+    return best if counts[best] > 0 else None
+
+
+TILE = 32
+"""Tile edge of transposing pointwise kernels: the rows one tile writes across stay in L1."""
+
+
+def _tiled_pointwise(
+    out: IndentedBuffer,
+    emitter: StageEmitter,
+    states: list[StageState],
+    options: CppOptions,
+    tiled: tuple[int, int, int],
+) -> None:
+    """Tiles of TILE x TILE over dims `across` and `inner` (the SIMD loop): the body runs with
+    its loads contiguous, transposed stores go to tile arrays (`emitter.tile_stores`), and each
+    tile is copied out with the stores contiguous (`x_across` innermost)."""
+    inner, across, edge = tiled
+    simd = not any(s.no_simd for s in states)
+    body = "".join(s.body.getvalue() for s in states)
+    others = [d for d in range(len(emitter.spec.ranges)) if d not in (inner, across)]
+    loop = IndentedBuffer()
+    for tile in emitter.tile_stores:
+        loop.line(f"alignas(64) {tile.ctype} {tile.array}[{edge * edge}];")
+    slot = f"(x{across} - pd_t0) * {edge} + (x{inner} - pd_ib)"
+    loop.line("for (int64_t pd_xo = pd_lo; pd_xo < pd_hi; ++pd_xo) {")
+    with loop.indent():
+        loop.line("const int64_t pd_rest = pd_xo / pd_tiles;")
+        decompose(loop, "pd_rest", "x", "pd_n", others)
+        loop.line(f"const int64_t pd_t0 = (pd_xo % pd_tiles) * {edge};")
+        loop.line(f"const int64_t pd_t1 = std::min<int64_t>(pd_n{across}, pd_t0 + {edge});")
+        loop.line(f"for (int64_t pd_ib = 0; pd_ib < pd_n{inner}; pd_ib += {edge}) {{")
+        with loop.indent():
+            loop.line(f"const int64_t pd_ie = std::min<int64_t>(pd_n{inner}, pd_ib + {edge});")
+            loop.line(f"for (int64_t x{across} = pd_t0; x{across} < pd_t1; ++x{across}) {{")
+            with loop.indent():
+                loop.line("#pragma omp simd" if simd else "")
+                _x_loop(loop, inner, body, "pd_ib", "pd_ie")
+            loop.line("}")
+            if emitter.tile_stores:
+                copies = "".join(f"{t.memory} = {t.array}[{slot}];\n" for t in emitter.tile_stores)
+                loop.line(f"for (int64_t x{inner} = pd_ib; x{inner} < pd_ie; ++x{inner}) {{")
+                with loop.indent():
+                    loop.line("#pragma omp simd")
+                    _x_loop(loop, across, copies, "pd_t0", "pd_t1")
+                loop.line("}")
+        loop.line("}")
+    loop.line("}")
+    out.line(f"const int64_t pd_tiles = (pd_n{across} + {edge - 1}) / {edge};")
+    count = " * ".join([f"pd_n{d}" for d in others] + ["pd_tiles"])
+    split(out, options, count, "pd_xnumel", loop)
 
 
 def _pointwise(

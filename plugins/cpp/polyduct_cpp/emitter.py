@@ -16,7 +16,7 @@ import torch
 from polyduct.codegen import CSE, IndentedBuffer, identifier
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import DtypePropagation
-from polyduct.indexing import CIndexPrinter
+from polyduct.indexing import CIndexPrinter, index_vars
 from polyduct.kernel import KernelSpec
 from polyduct.ops import StoreMode
 from polyduct_cpp.cstyle import CVal
@@ -66,6 +66,17 @@ class StageState:
 
 
 @dataclass(frozen=True)
+class TileCopy:
+    """A transposed store of a tiled kernel: the tile array and the memory it is copied to,
+    e.g. `out_ptr0[1024*x0 + x1]`. (Transposed loads read memory directly: filling a tile from
+    them with plain loops measured no faster.)"""
+
+    array: str
+    ctype: str
+    memory: str
+
+
+@dataclass(frozen=True)
 class RowValue:
     """A value an inner/reduce stage computed for every reduction index (a row-cache candidate)."""
 
@@ -96,6 +107,11 @@ class Emitter:
         self._indirect: dict[str, Indirect] = {}
         self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
         self.load_exprs: list[sympy.Expr] = []  # indexes of buffer loads (for the loop order)
+        self.store_exprs: list[sympy.Expr] = []  # indexes of buffer stores (for tiling)
+        # tiled pointwise kernels: (SIMD dim, tiled dim, tile edge); stores transposed to the SIMD
+        # loop go to a tile array, copied out after the tile (TileCopy)
+        self.tile: tuple[int, int, int] | None = None
+        self.tile_stores: list[TileCopy] = []
         self.flatten: dict[sympy.Symbol, sympy.Expr] = {}  # outer vars zeroed when flattened
         self._count = 0
         self.state = StageState("outer")
@@ -265,7 +281,10 @@ class Emitter:
             self.row_cache_unsafe |= self.state.kind in ("inner", "reduce")
             self.line(f"{self.locals[name]} = {self.coerce(value, buf.dtype)};")
             return
+        self.store_exprs.append(sympy.sympify(index))
         target = f"{self.names[name]}[{self.index(index, name)}]"
+        if mode is None and self._tile_store(buf.name, buf.role, index, target, value):
+            return
         if mode == "atomic_add":
             self._atomic_add(target, value, buf.dtype)
         elif mode is None:
@@ -283,6 +302,36 @@ class Emitter:
         else:
             self.line("#pragma omp atomic")
             self.line(f"{target} += {self.coerce(value, dtype)};")
+
+    def _tile_slot(self, role: str, index: sympy.Expr) -> str | None:
+        """In a tiled kernel, the tile-array slot of a store to an output that steps through
+        the SIMD dim with a stride and along the tiled dim by 1 (None for any other store: it
+        stays a direct store)."""
+        if self.tile is None or role != "out":
+            return None
+        inner, across, edge = self.tile
+        expanded = sympy.expand(sympy.sympify(index))
+        xs = index_vars("x", len(self.spec.ranges))
+        if expanded.coeff(xs[across]) != 1 or expanded.coeff(xs[inner]) in (0, 1):
+            return None
+        if any(s.name in self._indirect for s in expanded.free_symbols):
+            return None
+        return f"(x{across} - pd_t0) * {edge} + (x{inner} - pd_ib)"
+
+    def _tile_store(
+        self, name: str, role: str, index: sympy.Expr, target: str, value: CVal
+    ) -> bool:
+        """A transposed store of a tiled kernel writes the tile array instead (contiguous in the
+        SIMD loop); the tile is copied to `target` after it is computed."""
+        slot = self._tile_slot(role, index)
+        if slot is None:
+            return False
+        dtype = self.spec.buffer(name).dtype
+        array = f"pd_tile{len(self.tile_stores)}"
+        self.tile_stores.append(TileCopy(array, storage_type(dtype), target))
+        self.line(f"{array}[{slot}] = {to_storage(self.coerce(value, dtype), dtype)};")
+        self.cse.invalidate()
+        return True
 
     def store_reduction(self, name: str, index: sympy.Expr, value: CVal) -> None:
         buf = self.spec.buffer(name)
