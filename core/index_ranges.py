@@ -8,8 +8,8 @@ vectorises. Without the ranges the divisions cannot be removed (x2 could exceed 
 
 Rules (all for non-negative index expressions, as loop indices and buffer offsets are):
 
-* `FloorDiv(a + b, d) -> a / d` when every term of `a` has a coefficient divisible by `d` and
-  `0 <= b < d` over the ranges;
+* `FloorDiv(a + b, d) -> a / d + FloorDiv(b, d)` when every term of `a` has a coefficient
+  divisible by `d` and `b >= 0` over the ranges, and `-> a / d` when also `b < d`;
 * `ModularIndexing(e, d, m)` is `FloorDiv(e, d) % m`: terms whose coefficient `m` divides are
   dropped while the rest stays non-negative, and `q % m -> q` when `0 <= q < m`.
 
@@ -82,8 +82,10 @@ class RangeSimplifier:
             d = int(divisor)
             whole, rest = _split(base, d)
             low = self.range(rest)
-            if whole is not None and low is not None and low[0] >= 0 and low[1] < d:
-                return sympy.expand(whole / d)
+            if whole is not None and low is not None and low[0] >= 0:
+                if low[1] < d:
+                    return sympy.expand(whole / d)
+                return sympy.expand(whole / d) + FloorDiv(rest, divisor)
         return FloorDiv(base, divisor)
 
     def _modular(self, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr) -> sympy.Expr:

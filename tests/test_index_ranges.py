@@ -65,3 +65,17 @@ def test_unknown_extents_are_left_alone() -> None:
     assert RangeSimplifier({X[0]: 4, X[1]: 32})(expr) == X[1]
     # a multiple of the modulus drops even when its variable's extent is symbolic
     assert RangeSimplifier({X[0]: s, X[1]: 32})(expr) == X[1]
+
+
+def test_multiples_split_off_a_division_whose_rest_is_not_below_the_divisor() -> None:
+    # the q/k/v gradient concatenation of the transformer block: (192*x0 + x1) // 16 % 4 with
+    # 0 <= x1 < 192 is (x1 // 16) % 4: the 12*x0 part leaves the division and the modulus
+    ranges = {X[0]: 5, X[1]: 192}
+    expr = ModularIndexing(192 * X[0] + X[1], 16, 4)
+    simple = RangeSimplifier(ranges)(expr)
+    assert simple == ModularIndexing(FloorDiv(X[1], 16), 1, 4), simple
+    assert values(simple, ranges) == values(expr, ranges)
+    div = FloorDiv(192 * X[0] + X[1] + 7, 16)
+    simple = RangeSimplifier(ranges)(div)
+    assert simple == 12 * X[0] + FloorDiv(X[1] + 7, 16)
+    assert values(simple, ranges) == values(div, ranges)
