@@ -73,16 +73,19 @@ def decode(raw: E, dtype: str) -> E:
 # aborts on Halide's bfloat casts ("Invalid cast!"), which would end the process on CUDA targets.
 def from_bf16_bits(bits: E) -> E:
     """float32 of the bfloat16 whose bits are `bits` (int16 or uint16; exact)."""
-    wide = hl.cast(hl.UInt(32), hl.reinterpret(hl.UInt(16), ex(bits))) << 16
+    wide = hl.cast(hl.Int(32), hl.reinterpret(hl.Int(16), ex(bits))) << 16
     return hl.reinterpret(hl.Float(32), wide)
 
 
 def bf16_bits(x: E) -> E:
-    """The int16 bits of `x` rounded to bfloat16 (nearest, ties to even; NaN is 0x7FC0, as torch)."""
+    """The int16 bits of `x` rounded to bfloat16 (nearest, ties to even); a NaN keeps its sign and
+    the top of its payload, made quiet (so a NaN read from bfloat16 bits gets its own bits back)."""
     u = hl.reinterpret(hl.UInt(32), hl.cast(hl.Float(32), ex(x)))
     rounded = (u + hl.u32(0x7FFF) + ((u >> 16) & hl.u32(1))) >> 16
     nan = (u & hl.u32(0x7FFFFFFF)) > hl.u32(0x7F800000)
-    return hl.reinterpret(hl.Int(16), hl.cast(hl.UInt(16), hl.select(nan, hl.u32(0x7FC0), rounded)))
+    return hl.reinterpret(
+        hl.Int(16), hl.cast(hl.UInt(16), hl.select(nan, (u >> 16) | hl.u32(0x40), rounded))
+    )
 
 
 def encode(value: E, dtype: str) -> E:
