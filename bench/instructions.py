@@ -137,11 +137,16 @@ def worker(graph: str, compiler: str) -> None:
             return
         # a collection that starts inside the section would be counted: where the collector's
         # thresholds fall depends on every allocation made before, so unrelated changes (one more
-        # module imported in the warm-up) moved the counts by 8%; collect first
+        # module imported in the warm-up) moved the counts by 8%: collect first, then count
+        # with the collector off (the compile's garbage is collected after the section)
         gc.collect()
+        gc.disable()
         start = time.perf_counter()
-        with counting:
-            yield
+        try:
+            with counting:
+                yield
+        finally:
+            gc.enable()
         print(f"instrumented compile: {time.perf_counter() - start:.1f} s", file=sys.stderr)
 
     backend = _backend(compiler, section)
