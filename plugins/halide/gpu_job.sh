@@ -27,7 +27,7 @@ timeout 120 python3 plugins/halide/gpu_smoke.py 2>&1 | tee "$OUT/smoke.txt" | ta
 
 slice() {  # name, then conformance arguments
     local name=$1; shift
-    timeout "$LIMIT" python3 -m polyduct conformance --backend halide --device cuda \
+    timeout "$LIMIT" python3 -X faulthandler -m polyduct conformance --backend halide --device cuda \
         --json "$OUT/conformance/$name.json" "$@" > "$OUT/conformance/$name.txt" 2>&1
     echo "$name: exit $? $(tail -1 "$OUT/conformance/$name.txt")"
 }
@@ -50,4 +50,6 @@ fi
 wait
 grep -h "^FAILED\|^ERROR" "$OUT"/conformance/*.txt | sort > "$OUT/conformance_failed.txt"
 head -40 "$OUT/conformance_failed.txt"
+# one archive: the device tool brings back a limited number of files
+tar -C "$OUT" -czf "$OUT/conformance.tgz" conformance && rm -rf "$OUT/conformance"
 grep -h "^FAILED\|^ERROR" "$OUT/e2e_cuda.txt" 2>/dev/null | head -30
