@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import warnings
@@ -131,11 +132,13 @@ class HalideBackend(KernelBackend):
 
     def _key(self, source: KernelSource, target: hl.Target, device: str) -> dict[str, str]:
         """Cache key inputs: the source (which names the schedule and the device), versions,
-        the target (with its cuda_capability) and the device."""
+        the plugin's own modules that the source imports (`hlmath`, `runtime`, ...), the target
+        (with its cuda_capability) and the device."""
         return {
             "source": source.source,
             "halide": version("halide"),
             "polyduct_halide": polyduct_halide.__version__,
+            "modules": _modules_digest(),
             "target": str(target),
             "device": device,
             "torch": torch.__version__,
@@ -219,6 +222,18 @@ class HalideBackend(KernelBackend):
 
 # Halide's buffer checks at pipeline entry, before anything is computed or written.
 _BOUNDS_ERROR = re.compile(r"is accessed at -?\d+, which is (before the min|beyond the max)")
+
+
+@functools.cache
+def _modules_digest() -> str:
+    """A digest of this package's Python and C sources: generated pipelines import the helper
+    modules and the CUDA runtime links the glue, so a change to either must miss the cache."""
+    digest = hashlib.sha256()
+    root = Path(polyduct_halide.__file__).parent
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".c", ".h")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def _with_fallback(kernel: KernelFn, fallback: Callable[[], KernelFn]) -> KernelFn:

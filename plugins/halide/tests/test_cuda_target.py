@@ -17,13 +17,12 @@ from typing import Any
 import halide as hl
 import pytest
 import sympy
+from test_kernels import F32, S0, _gather_spec, _unary_spec, buf
 
 from polyduct.cache import import_module_file
 from polyduct.errors import InvalidOption
 from polyduct.kernel import KernelSpec, Stage
 from polyduct_halide.backend import HalideBackend, HalideOptions
-
-from test_kernels import F32, S0, _gather_spec, _unary_spec, buf
 
 CUDA = "host-cuda-cuda_capability_80"
 
