@@ -49,6 +49,22 @@ def _pow2_64(k: E) -> E:
     return hl.reinterpret(hl.Float(64), hl.cast(hl.Int(64), k + 1023) << 52)
 
 
+def pow2(k: E, ft: Any) -> E:
+    """2**k in float type `ft` for an integer k, exactly wherever it is representable, rounded as
+    one `pow(2, k)` would be elsewhere (0 far below, inf far above): the product of two normal
+    powers built from their bits. `hl.pow` is not exact on every target (on CUDA
+    `ldexp(1.0, -4)` came out as 0.06249999999999999)."""
+    wide = ft.bits() == 64
+    bias, shift, it = (1023, 52, hl.Int(64)) if wide else (127, 23, hl.Int(32))
+    k = hl.clamp(hl.cast(hl.Int(32), k), -2 * (bias - 1), 2 * bias)
+    half = k / 2  # Halide's integer division floors: both halves are normal exponents
+
+    def normal(e: E) -> E:
+        return hl.reinterpret(ft, hl.cast(it, e + bias) << shift)
+
+    return normal(half) * normal(k - half)
+
+
 def _scale64(x: E, k: E) -> E:
     """x * 2^k for 0 <= k <= 2100 (exact while the result is finite), in three safe steps."""
     k1 = hl.min(k, 1000)

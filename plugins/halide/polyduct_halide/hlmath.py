@@ -11,7 +11,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlfmod import fmod
+from polyduct_halide.hlfmod import fmod, pow2
 from polyduct_halide.hlspecial import (  # noqa: F401
     c,
     erf,
@@ -286,9 +286,11 @@ def _hypot(a: E, b: E) -> E:
 
 
 def ldexp(x: E, n: E) -> E:
-    """x * 2**n as torch computes it."""
-    x = ex(x)
-    return x * hl.pow(c(x, 2), hl.cast(x.type(), n))
+    """x * 2**n as torch computes it (x * pow(2, n), the power exact for integer n)."""
+    x, n = ex(x), ex(n)
+    if n.type().is_float():
+        return x * hl.pow(c(x, 2), hl.cast(x.type(), n))
+    return x * pow2(n, x.type())
 
 
 def log2(x: E) -> E:
@@ -382,7 +384,7 @@ def frexp(x: E) -> tuple[E, E]:
     x = ex(x)
     w = hl.cast(hl.Float(64), x)
     e = hl.cast(hl.Int(32), hl.floor(hl.log(hl.abs(w)) * hl.f64(1.0 / 0.6931471805599453))) + 1
-    mant = w * hl.pow(hl.f64(2.0), hl.cast(hl.Float(64), -e))
+    mant = w * pow2(-e, hl.Float(64))
     big, small = hl.abs(mant) >= 1.0, hl.abs(mant) < 0.5
     mant = hl.select(big, mant * 0.5, hl.select(small, mant * 2.0, mant))
     e = hl.select(big, e + 1, hl.select(small, e - 1, e))
