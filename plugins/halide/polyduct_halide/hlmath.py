@@ -285,6 +285,36 @@ def _hypot(a: E, b: E) -> E:
     return hl.select(isinf(a) | isinf(b), c(a, float("inf")), value)
 
 
+def _subnormal32(x: E) -> tuple[E, E]:
+    """(x is a float32 subnormal, its sign bit), from the bits: CUDA's float32 instructions
+    flush subnormal operands to zero (`ceil(2.9e-39)` gave 0 there), integer tests do not."""
+    bits = hl.reinterpret(hl.UInt(32), x)
+    exponent, fraction = bits & hl.u32(0x7F800000), bits & hl.u32(0x007FFFFF)
+    return (exponent == hl.u32(0)) & (fraction != hl.u32(0)), (bits >> 31) != hl.u32(0)
+
+
+def _f32_bits(pattern: int) -> E:
+    return hl.reinterpret(hl.Float(32), hl.u32(pattern))
+
+
+def ceil(x: E) -> E:
+    """ceil; a float32 subnormal is decided on its bits (1 when positive, -0 when negative)."""
+    x = ex(x)
+    if x.type() != hl.Float(32):
+        return hl.ceil(x)
+    sub, negative = _subnormal32(x)
+    return hl.select(sub, hl.select(negative, _f32_bits(0x80000000), hl.f32(1.0)), hl.ceil(x))
+
+
+def floor(x: E) -> E:
+    """floor; a float32 subnormal is decided on its bits (0 when positive, -1 when negative)."""
+    x = ex(x)
+    if x.type() != hl.Float(32):
+        return hl.floor(x)
+    sub, negative = _subnormal32(x)
+    return hl.select(sub, hl.select(negative, hl.f32(-1.0), _f32_bits(0)), hl.floor(x))
+
+
 def ldexp(x: E, n: E) -> E:
     """x * 2**n as torch computes it (x * pow(2, n), the power exact for integer n)."""
     x, n = ex(x), ex(n)

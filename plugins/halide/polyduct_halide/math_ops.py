@@ -184,10 +184,10 @@ class HalideElementwiseOps:
         return self._u("_m.via64(hl.atanh, {x})", x0)
 
     def floor(self, x0: HVal) -> HVal:
-        return self._u("hl.floor({x})", x0)
+        return self._u("_m.floor({x})", x0)
 
     def ceil(self, x0: HVal) -> HVal:
-        return self._u("hl.ceil({x})", x0)
+        return self._u("_m.ceil({x})", x0)
 
     def trunc(self, x0: HVal) -> HVal:
         return self._u("hl.trunc({x})", x0)
