@@ -3,10 +3,11 @@ reduction (`x.sum(0)` of a row-major matrix, a bias gradient) runs with one SIMD
 
 The row loop would read one element per row step, which GCC runs scalar. Here a block of `lanes`
 adjacent outputs is reduced together: for each reduction index, one vector load covers the block,
-and lane l accumulates output pd_xc + l (each output's values in order, so a Welford or argmax
-lane sees its column in order; sums are merged every CHUNK steps for accuracy). After the reduction, each lane's state is
-moved into lane 0 of its own accumulator, finished, and the kernel's later (outer) stages run for
-that output. Outputs past the last whole block take the row loop.
+and lane l accumulates output pd_xc + l, its values in order (a Welford or argmax lane sees its
+column as a scalar loop would; totals are merged every CHUNK steps, for accuracy). After the
+reduction each lane's state is moved into lane 0 of its own accumulator and finished, and the
+kernel's later (outer) stages run for that output. Outputs past the last whole block take the
+row loop.
 """
 
 from __future__ import annotations
