@@ -1,11 +1,12 @@
-"""polyduct's own decompositions, for ops some supported torch releases leave undecomposed."""
+"""polyduct's own decompositions: for ops some supported torch releases leave undecomposed, and
+where polyduct's form is preferred (softmax)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from polyduct.frontend.decompositions import max_pool2d_backward
+from polyduct.frontend.decompositions import max_pool2d_backward, softmax
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
@@ -29,3 +30,38 @@ def test_max_pool2d_backward_matches_aten(
     got = max_pool2d_backward(*args)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "half_to_float"),
+    [
+        (torch.float32, False),
+        (torch.float64, False),
+        (torch.bfloat16, False),
+        (torch.float16, False),
+        (torch.float16, True),
+    ],
+)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_softmax_matches_aten(dtype: torch.dtype, half_to_float: bool, dim: int) -> None:
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn(7, 33, generator=gen) * 4).to(dtype)
+    x[1] = float("-inf")  # an all -inf row: NaN, as in eager
+    x[2, 5] = float("inf")
+    x[3, 7] = float("nan")
+    x[4] = 0.0
+    # half_to_float (a float32 result from half input) exists on CUDA only: compare with the
+    # float32 softmax of the same values there
+    wide = x.float() if half_to_float else x
+    expected = torch.ops.aten._softmax(wide, dim, False)
+    got = softmax(x, dim, half_to_float)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.is_contiguous()
+    tol = 1e-2 if expected.dtype in (torch.float16, torch.bfloat16) else 1e-6
+    torch.testing.assert_close(got, expected, rtol=tol, atol=tol, equal_nan=True)
+    assert torch.equal(got.isnan(), expected.isnan())
+
+
+def test_softmax_of_an_empty_tensor() -> None:
+    x = torch.empty(0, 5)
+    assert softmax(x, -1, False).shape == (0, 5)

@@ -87,6 +87,24 @@ def max_pool2d_backward(
     return grad.view(x.shape).to(x.dtype)
 
 
+def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    """Softmax as ATen's CPU kernel computes it: exp(x - max) times the reciprocal of the row
+    sum. torch's own decomposition divides every element by the sum; one reciprocal per row and
+    a multiply per element is cheaper (a division costs several multiplies) and gives eager's
+    CPU bits for the normalisation. Half inputs compute in float32, as eager does."""
+    wide = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    values = x.contiguous().to(wide)
+    if values.numel() == 0:
+        unnormalized = torch.exp(values)
+    else:
+        unnormalized = torch.exp(values - torch.amax(values, dim, keepdim=True))
+    result = unnormalized * torch.reciprocal(torch.sum(unnormalized, dim, keepdim=True))
+    return result if half_to_float else result.to(x.dtype)
+
+
+# Decompositions polyduct prefers over torch's own.
+_PREFERRED: dict[Any, Callable[..., Any]] = {aten._softmax.default: softmax}
+
 # Decompositions of ops some supported torch releases have none for (torch 2.11 lacks this one):
 # without them the op would run as an extern call.
 _OWN: dict[Any, Callable[..., Any]] = {
@@ -106,6 +124,7 @@ def _table() -> dict[Any, Callable[..., Any]]:
 
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(list(_EXTRA)))
+    table.update(_PREFERRED)
     for op, fn in _OWN.items():
         table.setdefault(op, fn)  # torch's own decomposition, where this torch has one
     native = set(core_lowerings())
