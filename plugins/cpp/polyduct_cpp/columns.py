@@ -20,7 +20,6 @@ import sympy
 from polyduct.codegen import IndentedBuffer
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
-from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import Emitter, StageState
 from polyduct_cpp.loops import decompose, emit_lines, split, strided
 from polyduct_cpp.options import CppOptions
@@ -78,8 +77,7 @@ def columns(
         loop.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with loop.indent():
             loop.line("const int64_t x0 = pd_xc + pd_l;")
-            for name, var in emitter.locals.items():
-                loop.line(f"{compute_type(emitter.spec.buffer(name).dtype)} {var}{{}};")
+            loop.lines(emitter.local_declarations())
             loop.line("{")
             with loop.indent():
                 _lane_results(loop, reduce, lanes)

@@ -28,6 +28,7 @@ from polyduct_cpp.ctypes_map import (
     storage_type,
     to_storage,
 )
+from polyduct_cpp.loops import tile_slot, transposed
 
 ASSIGN = "auto {name} = {expr};"
 _IDENT: Final = re.compile(r"[A-Za-z_]\w*")
@@ -310,13 +311,13 @@ class Emitter:
         if self.tile is None or role != "out":
             return None
         inner, across, edge = self.tile
-        expanded = sympy.expand(sympy.sympify(index))
+        index = sympy.sympify(index)
         xs = index_vars("x", len(self.spec.ranges))
-        if expanded.coeff(xs[across]) != 1 or expanded.coeff(xs[inner]) in (0, 1):
+        if not transposed(index, xs[inner], xs[across]):
             return None
-        if any(s.name in self._indirect for s in expanded.free_symbols):
+        if any(s.name in self._indirect for s in index.free_symbols):
             return None
-        return f"(x{across} - pd_t0) * {edge} + (x{inner} - pd_ib)"
+        return tile_slot(inner, across, edge)
 
     def _tile_store(
         self, name: str, role: str, index: sympy.Expr, target: str, value: CVal
@@ -409,6 +410,13 @@ class Emitter:
         if result is None:
             return None
         return tuple(outs) if isinstance(result, tuple) else outs[0]
+
+    def local_declarations(self) -> list[str]:
+        """C declarations of the `local` buffers: one variable per outer point, zeroed."""
+        return [
+            f"{compute_type(self.spec.buffer(name).dtype)} {var}{{}};"
+            for name, var in self.locals.items()
+        ]
 
     def storage_decl(self, name: str) -> str:
         buf = self.spec.buffer(name)

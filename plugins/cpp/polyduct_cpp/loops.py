@@ -20,6 +20,17 @@ def strided(expr: sympy.Expr, var: sympy.Symbol) -> bool:
     return var in rest.free_symbols or coeff.free_symbols != set() or coeff not in (0, 1)
 
 
+def transposed(expr: sympy.Expr, inner: sympy.Symbol, across: sympy.Symbol) -> bool:
+    """Whether index `expr` steps through `inner` with a stride and through `across` by 1: an
+    access a tile over the two dims turns contiguous."""
+    return strided(expr, inner) and sympy.expand(expr).coeff(across) == 1
+
+
+def tile_slot(inner: int, across: int, edge: int) -> str:
+    """C index of element (x<across>, x<inner>) in the tile array of a tiled kernel."""
+    return f"(x{across} - pd_t0) * {edge} + (x{inner} - pd_ib)"
+
+
 def decompose(
     out: IndentedBuffer, flat: str, prefix: str, stem: str, dims: Sequence[int] | int
 ) -> None:
