@@ -88,7 +88,9 @@ def make_aot_kernel(
         # (buffer, dimension) pairs: both must live until the call returns
         iface = runtime.device_interface
         bufs = [aot_buffer(t, d, iface) for t, d in zip(tensors, dtypes, strict=True)]
-        device = cuda.device_of(tensors)
+        # a CUDA runtime (device interface set) runs on torch's current stream; host kernels skip
+        # the search for a CUDA tensor on every call
+        device = cuda.device_of(tensors) if iface else None
         if device is not None:
             cuda.set_stream(runtime.lib, device)
         runtime.messages.clear()
