@@ -24,7 +24,9 @@ def _runtime(args: argparse.Namespace) -> int:
     from bench.workloads import by_name
 
     device = args.device
-    chosen = variants(device, args.kernels or None, args.halide_schedules, args.dynamo_floor)
+    chosen = variants(
+        device, args.kernels or None, args.halide_schedules, args.dynamo_floor, args.export
+    )
     _, load_errors = installed_kernel_backends(device)
     print(f"variants: {[v.name for v in chosen]}", flush=True)
 
@@ -144,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="add torch.compile with a backend that runs the captured graph unchanged: the "
         "per-call cost every backend pays",
+    )
+    rt.add_argument(
+        "--export",
+        action="store_true",
+        help="add inductor-export and polyduct-<k>-export: each compiler reached through "
+        "torch.export, with no Dynamo on the call path (forward-only workloads)",
     )
     rt.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     rt.add_argument("--rounds", type=int, default=15)

@@ -104,6 +104,12 @@ def run_group(
         if not v.runs_at(size):
             results[v.name].skipped = f"not run above size {v.max_size} on {device}"
             continue
+        if v.forward_only and work.trains:
+            results[v.name].skipped = "torch.export takes forward programs; this one trains"
+            continue
+        if v.static_only and work.dynamic:
+            results[v.name].skipped = "compiled for the example sizes only"
+            continue
         call = _prepare(work, v, inputs, want, results[v.name])
         if call is not None:
             calls[v.name] = call

@@ -19,11 +19,14 @@ MAX_SIZE_ON_CPU: dict[str, str] = {"polyduct-reference": "medium", "polyduct-tri
 @dataclass(frozen=True)
 class Variant:
     """A named way to turn a function into a callable (`wrap(fn, dynamic)`); `max_size` is the
-    largest size it is run at (None: every size)."""
+    largest size it is run at (None: every size); `forward_only` variants skip workloads that
+    train; `static_only` ones skip dynamic-shape workloads."""
 
     name: str
     wrap: Callable[[Callable[..., Any], bool], Callable[..., Any]]
     max_size: str | None = None
+    forward_only: bool = False
+    static_only: bool = False
 
     def runs_at(self, size: str) -> bool:
         return self.max_size is None or SIZES[size] <= SIZES[self.max_size]
@@ -70,6 +73,45 @@ def _polyduct(
     return wrap
 
 
+class _Exported:
+    """`fn` through `torch.export` and then `compile_graph` (polyduct) or `compile_fx` (Inductor),
+    done on the first call with its inputs: the call path has no Dynamo frame hook and no guards,
+    so what remains per call is the compiled code's own overhead. Sizes are exported as dynamic
+    dims when the workload is dynamic."""
+
+    def __init__(self, fn: Callable[..., Any], dynamic: bool, compiler: str) -> None:
+        self.fn, self.dynamic, self.compiler = fn, dynamic, compiler
+        self.compiled: Callable[..., Any] | None = None
+
+    def _compile(self, args: tuple[Any, ...]) -> Callable[..., Any]:
+        fn = self.fn
+
+        class Module(torch.nn.Module):
+            def forward(self, *xs: Any) -> Any:
+                return fn(*xs)
+
+        shapes = None
+        if self.dynamic:
+            auto = torch.export.Dim.AUTO
+            shapes = (tuple({d: auto for d in range(a.dim())} for a in args),)  # for *xs
+        exported = torch.export.export(Module(), args, dynamic_shapes=shapes)
+        if self.compiler == "inductor":
+            inductor: Callable[..., Any] = torch._inductor.compile(exported.module(), list(args))
+            return inductor
+        from polyduct.frontend.compile import compile_exported
+
+        return compile_exported(exported, {"kernels": self.compiler})
+
+    def __call__(self, *args: Any) -> Any:
+        if self.compiled is None:
+            self.compiled = self._compile(args)
+        return self.compiled(*args)
+
+
+def _exported(compiler: str) -> Callable[[Callable[..., Any], bool], Callable[..., Any]]:
+    return lambda fn, dynamic: _Exported(fn, dynamic, compiler)
+
+
 def installed_kernel_backends(device: str) -> tuple[list[str], list[str]]:
     """Installed polyduct kernel backends usable on `device`, and load errors (as text)."""
     try:
@@ -90,10 +132,13 @@ def variants(
     kernels: list[str] | None = None,
     halide_schedules: list[str] | None = None,
     dynamo_floor: bool = False,
+    export: bool = False,
 ) -> list[Variant]:
     """eager, inductor, then `polyduct-<k>` for each kernel backend (all installed by default),
     then `polyduct-halide-<schedule>` for each Halide schedule asked for (e.g. Adams2019), then
-    `dynamo-floor` (Dynamo with a backend that adds nothing) when asked for."""
+    `dynamo-floor` (Dynamo with a backend that adds nothing) when asked for, then with `export`
+    `inductor-export` and `polyduct-<k>-export`: the same compilers reached through torch.export,
+    with no Dynamo on the call path."""
     found, _ = installed_kernel_backends(device)
     chosen = found if kernels is None else kernels
     cpu = device.split(":")[0] == "cpu"
@@ -106,10 +151,19 @@ def variants(
         for s in halide_schedules or []
     ]
     floor = [Variant("dynamo-floor", _dynamo_floor)] if dynamo_floor else []
+    # compile_fx on an exported graph specialises its sizes (dynamic ones go through AOTInductor)
+    exported = (
+        [Variant("inductor-export", _exported("inductor"), None, True, True)] if export else []
+    )
+    exported += [
+        Variant(f"polyduct-{k}-export", _exported(k), limit(f"polyduct-{k}"), True)
+        for k in (chosen if export else [])
+    ]
     return (
         [Variant("eager", _eager), Variant("inductor", _inductor)]
         + [Variant(name, wrap, limit(name)) for name, wrap in named]
         + floor
+        + exported
     )
 
 
@@ -117,7 +171,7 @@ def by_name(device: str, name: str) -> Variant:
     """The variant called `name` (`polyduct-halide-<schedule>` names a Halide schedule)."""
     prefix = "polyduct-halide-"
     schedules = [name.removeprefix(prefix)] if name.startswith(prefix) else []
-    for variant in variants(device, None, schedules, dynamo_floor=True):
+    for variant in variants(device, None, schedules, dynamo_floor=True, export=True):
         if variant.name == name:
             return variant
     raise SystemExit(f"unknown variant {name!r} on {device}")

@@ -16,7 +16,7 @@ SMALL_MEDIUM = ("small", "medium")
 @dataclass(frozen=True)
 class Workload:
     """`fn(*make_inputs(n, device))`; `sizes` names the sizes it runs at (`cpu_sizes`, when
-    given, on a CPU); `dynamic` compiles so."""
+    given, on a CPU); `dynamic` compiles so; `trains` says it runs a backward pass."""
 
     name: str
     fn: Callable[..., Any]
@@ -25,6 +25,7 @@ class Workload:
     dynamic: bool = False
     bytes_moved: Callable[[int], int] | None = None  # for bandwidth on CUDA
     only_cpu_sizes: tuple[str, ...] | None = None
+    trains: bool = False
 
     @property
     def cpu_sizes(self) -> tuple[str, ...]:
@@ -131,7 +132,9 @@ WORKLOADS: tuple[Workload, ...] = (
     # 30 ops on 4096x4096 take over 3 s per call in eager on a 2-core CPU: small and medium only.
     Workload("chain30", chain30, _mats(1), bytes_moved=_elems(2), only_cpu_sizes=SMALL_MEDIUM),
     Workload("dynamic_chain", pointwise3, _mats(3), dynamic=True, bytes_moved=_elems(4)),
-    Workload("transformer_fwd_bwd", transformer_step, _block_inputs, sizes=SMALL_MEDIUM),
+    Workload(
+        "transformer_fwd_bwd", transformer_step, _block_inputs, sizes=SMALL_MEDIUM, trains=True
+    ),
 )
 
 
