@@ -240,16 +240,77 @@ def check() -> list[dict[str, Any]]:
     return results
 
 
+def _cold_worker(name: str, dtype: str, variant: str) -> None:
+    """In a fresh process on empty caches: CUDA and the compiler's modules made ready on an
+    unrelated tiny graph, then the first call of `name` timed; prints one JSON line."""
+    import os
+
+    fn, _ = WORKLOADS[name]
+    args = _inputs(name, 16384, 4096, getattr(torch, dtype))
+    warm = _compiled(lambda t: t * 2 + 1, variant)  # imports, CUDA context, compile workers
+    warm(torch.ones(8, device="cuda"))
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    _compiled(fn, variant)(*args)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "pid": os.getpid()}), flush=True)
+
+
+def cold_compile(out: Path) -> list[dict[str, Any]]:
+    """First-call time of each workload and compiler, each in a fresh process whose Inductor,
+    Triton and polyduct cache directories start empty (`compile_s` in the main table runs in
+    one process, after the other variants and workloads warmed shared state)."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    rows = []
+    for name in WORKLOADS:
+        for dtype in ("float32",):
+            row: dict[str, Any] = {"workload": name, "dtype": dtype}
+            for variant in ("inductor", "polyduct"):
+                tmp = tempfile.mkdtemp(prefix="cold-")
+                env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
+                           TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
+                cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
+                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                                      check=False)
+                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+                row[variant] = json.loads(lines[-1])["seconds"] if lines else None
+                if not lines:
+                    row[f"{variant}_error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cold-worker", nargs=3, metavar=("WORKLOAD", "DTYPE", "VARIANT"))
+    parser.add_argument("--cold", action="store_true", help="only the cold-compile table")
+    parser.add_argument("--workloads", nargs="*", help="only these workloads (default: all)")
+    parser.add_argument("--no-check", action="store_true", help="skip the correctness programs")
     parser.add_argument("--out", type=Path, default=Path("out"))
     parser.add_argument("--rows", type=int, default=16384)
     parser.add_argument("--cols", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()
+    if args.cold_worker:
+        _cold_worker(*args.cold_worker)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     print(torch.__version__, torch.cuda.get_device_name(), flush=True)
-    (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))
+    if args.workloads:
+        for name in set(WORKLOADS) - set(args.workloads):
+            del WORKLOADS[name]
+    if args.cold:
+        cold_compile(args.out)
+        return
+    if not args.no_check:
+        (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))
     try:
         results = bench(args.rows, args.cols, args.rounds)
     except Exception:

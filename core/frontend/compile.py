@@ -308,6 +308,14 @@ def compile_exported(
         if spec.kind == OutputKind.USER_INPUT_MUTATION
     ]
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
+    if user_out == [0] and len(sig.output_specs) == 1 and all(v is None for v in lifted):
+        fn = compiled.fn  # inputs pass straight through and one output comes back: no remapping
+
+        def run_plain(*user_inputs: Any) -> Any:
+            return fn(*user_inputs)[0]
+
+        run_plain.compiled = compiled  # type: ignore[attr-defined]
+        return run_plain
 
     def run(*user_inputs: Any) -> Any:
         it = iter(user_inputs)

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from polyduct.errors import UnknownName
+from polyduct.errors import InputMismatch, UnknownName
 from polyduct.frontend.compile import compile_exported
 
 from .helpers import assert_same, check, compile_fn
@@ -61,6 +61,25 @@ def test_torch_export(backends: tuple[str, str], device: str) -> None:
     run = compile_exported(exported, {"kernels": kernels, "wrapper": wrapper})
     with torch.no_grad():
         assert_same(run(x), model(x), atol=1e-5)
+
+
+def test_export_without_parameters_or_mutations(backends: tuple[str, str], device: str) -> None:
+    """The direct call path: user inputs in, one output out (NaN, inf and -0 among the inputs)."""
+
+    class Rowwise(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(x, -1) * x.amax(-1, keepdim=True)
+
+    x = torch.randn(5, 33, device=device)
+    x[0, 3], x[1, 4], x[2, 5], x[3, 6] = float("nan"), float("inf"), -0.0, float("-inf")
+    kernels, wrapper = backends
+    run = compile_exported(
+        torch.export.export(Rowwise(), (x,)), {"kernels": kernels, "wrapper": wrapper}
+    )
+    assert_same(run(x), Rowwise()(x))
+    y = torch.randn(5, 33, device=device).t().contiguous().t()  # column-major: not as exported
+    with pytest.raises(InputMismatch, match="arg_0.*stride"):
+        run(y)
 
 
 def test_unknown_backend_lists_installed(device: str) -> None:
