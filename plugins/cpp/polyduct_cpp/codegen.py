@@ -370,6 +370,8 @@ def _lane_blocks(
     with out.indent():
         for _, acc in state.accs:
             out.line(f"{acc}.prepare();")
+        for address in state.prefetch:  # a hint: never faults, even past the end
+            out.line(f"__builtin_prefetch({address});")
         out.line("" if state.no_simd else "#pragma omp simd")
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():

@@ -31,6 +31,9 @@ from polyduct_cpp.ctypes_map import (
 from polyduct_cpp.loops import tile_slot, transposed
 
 ASSIGN = "auto {name} = {expr};"
+# How far ahead a streamed row is read (bytes): 2-8 KiB measured within 1% of each other on a
+# 4096x4096 row sum, 32 KiB slower.
+PREFETCH_BYTES = 8192
 _IDENT: Final = re.compile(r"[A-Za-z_]\w*")
 # A call of one of these is cheap: recomputing it beats a round trip through a row array.
 _CHEAP_CALLS: Final = frozenset(
@@ -63,6 +66,7 @@ class StageState:
     sort_descending: bool | None = None
     no_simd: bool = False
     split_threads: bool = True  # may a reduce stage split one row across threads
+    prefetch: list[str] = field(default_factory=list)  # addresses read ahead per lane block
     index: int = 0  # position among the kernel's stages
 
 
@@ -268,7 +272,25 @@ class Emitter:
         if buf.role == "local":
             return CVal(self.locals[name], buf.dtype)
         self.load_exprs.append(sympy.sympify(index))
-        return self.load_at(name, self.index(index, name), buf.dtype)
+        index_c = self.index(index, name)
+        self._stream(name, sympy.sympify(index), buf.dtype)
+        return self.load_at(name, index_c, buf.dtype)
+
+    def _stream(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> None:
+        """A reduce stage over one dim reading `name` contiguously along it (a row streamed from
+        memory) reads it PREFETCH_BYTES ahead once per lane block: the hardware prefetcher alone
+        leaves a single-core row sum at 0.95x of this (4096x4096 float32)."""
+        if self.state.kind != "reduce" or len(self.spec.reduction_ranges) != 1:
+            return
+        (r0,) = index_vars("r", 1)
+        expr = index.xreplace(self.flatten) if self.flatten else index
+        if any(s.name in self._indirect for s in expr.free_symbols) or expr.diff(r0) != 1:
+            return
+        ahead = sympy.Symbol("pd_rb", integer=True) + PREFETCH_BYTES // dtype.itemsize
+        offset = self._printer.doprint(expr.xreplace({r0: ahead}).xreplace(self._subs))
+        address = f"{self.names[name]} + ({offset})"
+        if address not in self.state.prefetch:
+            self.state.prefetch.append(address)
 
     def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> CVal:
         buf = self.spec.buffer(name)
