@@ -28,7 +28,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
     rs = index_vars("r", len(spec.reduction_ranges))
     for stage in spec.stages:
         ctx.begin(stage.kind)
-        stage.body(ops_cls(ctx), xs, rs if stage.kind != "outer" else ())
+        stage.body(_Recording(ops_cls(ctx), ctx.ops_used), xs, rs if stage.kind != "outer" else ())
     name = identifier(spec.name, prefix="k")
     out = IndentedBuffer()
     out.line(f"# polyduct-triton kernel {name} on {identifier(spec.device)}")
@@ -51,6 +51,18 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
     out.lines(["", ""])
     out.lines(render_launcher(spec, ctx, text.count("\n")).splitlines())
     return out.getvalue()
+
+
+class _Recording:
+    """The ops handler as a stage body sees it, noting each op the body calls (`ops_used`
+    decides whether the kernel may contract a*b+c; see launcher.CONTRACTIBLE)."""
+
+    def __init__(self, ops: object, used: set[str]) -> None:
+        self._ops, self._used = ops, used
+
+    def __getattr__(self, name: str) -> object:
+        self._used.add(name)
+        return getattr(self._ops, name)
 
 
 def _signature(ctx: KernelContext) -> str:

@@ -50,6 +50,7 @@ class KernelContext:
         self.checks: list[Check] = []
         self.indirect: dict[str, Check] = {}  # indirect symbol name -> its check
         self.helpers: list[str] = []
+        self.ops_used: set[str] = set()  # ops the stage bodies called (codegen._Recording)
         self.counter = 0
         self.stage: StageCode = StageCode("outer")
         self.cse = CSE(self.stage.loop)

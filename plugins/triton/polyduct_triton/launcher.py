@@ -144,10 +144,8 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         if compiled is not None:
             _direct(compiled, grid0, device, (*args, xb, rb, idx64, persistent))
             return
-    # No FP contraction: a*b+c stays two roundings, as in the interpreter and torch eager; the
-    # double-double helpers (pow) rely on it. Explicit fma ops use tl.fma.
     compiled = _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
-                                 num_warps=warps, enable_fp_fusion=False, **CUDA_OPTIONS)
+                                 num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
     if key is not None and compiled is not None and len(_kernel.arg_names) == len(args) + 4:
         _COMPILED[key] = compiled
 
@@ -214,6 +212,19 @@ def _arg(dtype: torch.dtype, name: str, interpret: bool) -> str:
     return f"{name}.view(torch.int16)" if dtype == torch.bfloat16 and interpret else name
 
 
+# Kernels calling only these ops compile with FP contraction (a*b+c as one fma, as Inductor and
+# CUDA's own kernels do): none of them relies on a product being rounded on its own. Any other op
+# (pow's double-double, exact fmod/remainder, mul_rn, the special functions' error-free
+# transforms) keeps the whole kernel uncontracted, with the interpreter's roundings.
+CONTRACTIBLE = frozenset({
+    "load", "store", "store_reduction", "reduction", "index_expr", "constant", "to_dtype",
+    "to_dtype_bitcast", "indirect_indexing", "check_bounds", "masked", "where", "identity",
+    "add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "truediv", "reciprocal",
+    "square", "sigmoid", "exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt",
+    "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "isnan",
+})
+
+
 def render_launcher(spec: KernelSpec, ctx: KernelContext, body_lines: int) -> str:
     """Python source of the launcher (module constants, runtime helpers and `launch`).
 
@@ -231,6 +242,7 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext, body_lines: int) -> st
     lines = [
         f"KIND = {string_literal(spec.kind)}",
         f"HEAVY = {body_lines > HEAVY_LINES}",
+        f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",
         f"ASSERTS = {{{asserts}}}",
