@@ -69,3 +69,21 @@ def test_compile_error_names_kernel_and_source(tmp_path: Path) -> None:
     with pytest.raises(KernelCompileError) as info:
         fn(torch.randn(7), torch.empty(7))
     assert "broken" in str(info.value) and "kernel.py" in str(info.value)
+
+
+def _unary_spec(name: str, op: str) -> Any:
+    def body(ops: Any, x: Any, r: Any) -> None:
+        a = ops.load("a", x[0])
+        ops.store("o", x[0], ops.add(ops.mul(getattr(ops, op)(a, a), a), a))
+
+    a = torch.randn(5)
+    return spec(name, [5], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
+
+
+@pytest.mark.parametrize(("op", "fused"), [("maximum", True), ("mul", True), ("pow", False),
+                                           ("fmod", False), ("mul_rn", False)])
+def test_fp_fusion_only_for_contraction_safe_ops(tmp_path: Path, op: str, fused: bool) -> None:
+    """a*b+c may become one fma unless some op of the kernel needs its products rounded alone."""
+    source = backend(tmp_path).codegen(_unary_spec(f"k_{op}", op)).source
+    assert f"FP_FUSION = {fused}" in source
+    assert "enable_fp_fusion=FP_FUSION" in source
