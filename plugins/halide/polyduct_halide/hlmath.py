@@ -439,6 +439,13 @@ def bucketize(
 ) -> E:
     """searchsorted of `values` in a row of `buf` by a binary search unrolled to fixed steps."""
     values = ex(values)
+    if values.type().bits() < 32:
+        # v | (v & 2**40) is v (bit 40 of a sign-extended narrow value is its sign), but bounds
+        # inference loses the narrow range through it. With the range known, Halide reads the
+        # search's first probe (the same for every point) on the host to size the boundaries
+        # buffer: a null host pointer for CUDA tensors, where int8/int16/uint8 crashed.
+        wide = hl.cast(hl.Int(64), values)
+        values = wide | (wide & hl.i64(1 << 40))
     low = hl.i64(0)
     high = hl.cast(hl.Int(64), length)
     base = hl.cast(hl.Int(64), start)
