@@ -17,6 +17,7 @@ from typing import Any
 import halide as hl
 import pytest
 import sympy
+import torch
 from test_kernels import F32, S0, _gather_spec, _unary_spec, buf
 
 from polyduct.cache import import_module_file
@@ -166,3 +167,29 @@ def test_cuda_kernel_library_and_runtime_build_and_load_without_a_gpu() -> None:
     # the CUDA runtime, linked with the context/stream glue, its hooks installed
     assert runtime.device_interface != 0
     assert hasattr(runtime.lib, "polyduct_cuda_acquire_context")
+
+
+def _bucketize_spec(dtype: torch.dtype) -> KernelSpec:
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        start = ops.index_expr(sympy.Integer(0), torch.int64)
+        found = ops.bucketize(ops.load("v", x[0]), ("bnd", 4, 4, 1), start, torch.int64, False)
+        ops.store("out", x[0], found)
+
+    name = f"bucketize_{str(dtype).removeprefix('torch.')}"
+    buffers = (
+        buf("v", "in", 5, dtype),
+        buf("bnd", "in", 4, dtype),
+        buf("out", "out", 5, torch.int64),
+    )
+    return KernelSpec(name, (5,), (), (Stage("outer", body),), buffers)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.uint8, torch.int32])
+def test_bucketize_never_reads_its_boundaries_on_the_host(
+    dtype: torch.dtype, tmp_path: Path
+) -> None:
+    # The search's first probe is the same for every point; on a narrow type Halide's bounds
+    # inference read it on the host to size the boundaries buffer (SIGSEGV on a CUDA tensor).
+    stmt, _ = _compile(_on_cuda(_bucketize_spec(dtype)), tmp_path)
+    _assert_all_on_gpu(stmt)
+    assert re.findall(r"\bin_ptr1\[", _host_code(stmt)) == []
