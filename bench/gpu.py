@@ -12,7 +12,6 @@ import argparse
 import json
 import time
 import traceback
-import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from bench.timing import copy_bandwidth, interleaved_medians
+from bench.variants import fresh
 
 Fn = Callable[..., torch.Tensor]
 
@@ -80,19 +80,12 @@ WORKLOADS: dict[str, tuple[Fn, int]] = {  # name -> (fn, tensors of rows x cols 
 }
 
 
-def _fresh(fn: Fn) -> Fn:
-    """A copy of `fn` with its own code object, so each variant has its own dynamo cache and
-    no variant's guards or recompiles touch another's (no dynamo reset between variants)."""
-    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
-                              fn.__defaults__, fn.__closure__)
-
-
 def _compiled(fn: Fn, variant: str) -> Fn:
     if variant == "eager":
         return fn
     if variant == "inductor":
-        return torch.compile(_fresh(fn))
-    return torch.compile(_fresh(fn), backend="polyduct", options={"kernels": "triton"})
+        return torch.compile(fresh(fn))
+    return torch.compile(fresh(fn), backend="polyduct", options={"kernels": "triton"})
 
 
 def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
@@ -267,22 +260,22 @@ def cold_compile(out: Path) -> list[dict[str, Any]]:
     import tempfile
 
     rows = []
+    dtype = "float32"
     for name in WORKLOADS:
-        for dtype in ("float32",):
-            row: dict[str, Any] = {"workload": name, "dtype": dtype}
-            for variant in ("inductor", "polyduct"):
-                tmp = tempfile.mkdtemp(prefix="cold-")
-                env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
-                           TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
-                cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
-                proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
-                                      check=False)
-                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-                row[variant] = json.loads(lines[-1])["seconds"] if lines else None
-                if not lines:
-                    row[f"{variant}_error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+        row: dict[str, Any] = {"workload": name, "dtype": dtype}
+        for variant in ("inductor", "polyduct"):
+            tmp = tempfile.mkdtemp(prefix="cold-")
+            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
+                       TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
+            cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                                  check=False)
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+            row[variant] = json.loads(lines[-1])["seconds"] if lines else None
+            if not lines:
+                row[f"{variant}_error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
     return rows
 

@@ -152,11 +152,12 @@ def variants(
     ]
     floor = [Variant("dynamo-floor", _dynamo_floor)] if dynamo_floor else []
     # compile_fx on an exported graph specialises its sizes (dynamic ones go through AOTInductor)
-    exported = (
-        [Variant("inductor-export", _exported("inductor"), None, True, True)] if export else []
+    inductor_export = Variant(
+        "inductor-export", _exported("inductor"), forward_only=True, static_only=True
     )
+    exported = [inductor_export] if export else []
     exported += [
-        Variant(f"polyduct-{k}-export", _exported(k), limit(f"polyduct-{k}"), True)
+        Variant(f"polyduct-{k}-export", _exported(k), limit(f"polyduct-{k}"), forward_only=True)
         for k in (chosen if export else [])
     ]
     return (

@@ -271,9 +271,10 @@ class Emitter:
         buf = self.spec.buffer(name)
         if buf.role == "local":
             return CVal(self.locals[name], buf.dtype)
-        self.load_exprs.append(sympy.sympify(index))
-        index_c = self.index(index, name)
-        self._stream(name, sympy.sympify(index), buf.dtype)
+        expr = sympy.sympify(index)
+        self.load_exprs.append(expr)
+        index_c = self.index(expr, name)
+        self._stream(name, expr, buf.dtype)
         return self.load_at(name, index_c, buf.dtype)
 
     def _stream(self, name: str, index: sympy.Expr, dtype: torch.dtype) -> None:
