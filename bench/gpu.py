@@ -85,6 +85,8 @@ def _compiled(fn: Fn, variant: str) -> Fn:
         return fn
     if variant == "inductor":
         return torch.compile(fresh(fn))
+    if variant == "dynamo-aot":  # Dynamo + AOTAutograd with no code generation: the floor
+        return torch.compile(fresh(fn), backend="aot_eager")
     return torch.compile(fresh(fn), backend="polyduct", options={"kernels": "triton"})
 
 
@@ -243,17 +245,35 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
     warm = _compiled(lambda t: t * 2 + 1, variant)  # imports, CUDA context, compile workers
     warm(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
+    profile = os.environ.get("POLYDUCT_COLD_PROFILE")
+    if profile:  # where the first call's time goes: cumulative times of the top 45 functions
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     _compiled(fn, variant)(*args)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    if profile:
+        profiler.disable()
+        with open(f"{profile}/cold_{name}_{variant}.txt", "w") as stream:
+            pstats.Stats(profiler, stream=stream).sort_stats("cumulative").print_stats(45)
     print(json.dumps({"seconds": seconds, "pid": os.getpid()}), flush=True)
 
 
-def cold_compile(out: Path) -> list[dict[str, Any]]:
+COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct")
+
+
+def cold_compile(
+    out: Path, profile: bool = False, compilers: tuple[str, ...] = COLD_VARIANTS
+) -> list[dict[str, Any]]:
     """First-call time of each workload and compiler, each in a fresh process whose Inductor,
     Triton and polyduct cache directories start empty (`compile_s` in the main table runs in
-    one process, after the other variants and workloads warmed shared state)."""
+    one process, after the other variants and workloads warmed shared state). `dynamo-aot`
+    (Dynamo and AOTAutograd, no code generation) is the part both compilers share. With
+    `profile`, each worker writes its first call's cProfile summary beside the table."""
     import os
     import subprocess
     import sys
@@ -263,10 +283,12 @@ def cold_compile(out: Path) -> list[dict[str, Any]]:
     dtype = "float32"
     for name in WORKLOADS:
         row: dict[str, Any] = {"workload": name, "dtype": dtype}
-        for variant in ("inductor", "polyduct"):
+        for variant in compilers:
             tmp = tempfile.mkdtemp(prefix="cold-")
             env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
                        TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
+            if profile:
+                env["POLYDUCT_COLD_PROFILE"] = str(out.resolve())
             cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                                   check=False)
@@ -277,13 +299,48 @@ def cold_compile(out: Path) -> list[dict[str, Any]]:
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
+    (out / "gpu_cold_compile.md").write_text(_cold_table(rows))
     return rows
+
+
+def _tuned_configs() -> list[dict[str, Any]]:
+    """The config each polyduct-triton kernel loaded in this process chose per shape class
+    (the launcher's `_BEST`): which autotuning candidates win, to prune the candidate lists."""
+    import sys
+
+    found = []
+    for module in list(sys.modules.values()):
+        best = getattr(module, "_BEST", None)
+        if isinstance(best, dict) and hasattr(module, "_configs") and best:
+            for (_, xp, rp, _), cfg in best.items():
+                found.append({"kernel": module.NAME, "kind": module.KIND, "xnumel_pow2": xp,
+                              "rnumel_pow2": rp, "candidates": module._configs(xp, rp),
+                              "chosen": cfg})
+    return found
+
+
+def _cold_table(rows: list[dict[str, Any]]) -> str:
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    lines = ["| workload | dynamo-aot s | inductor s | polyduct s | polyduct / inductor |",
+             "|---|---:|---:|---:|---:|"]
+    for row in rows:
+        ind, pd = row.get("inductor"), row.get("polyduct")
+        ratio = f"{pd / ind:.2f}" if ind and pd else "-"
+        cells = " | ".join(cell(row.get(v)) for v in COLD_VARIANTS)
+        lines.append(f"| {row['workload']} | {cells} | {ratio} |")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--cold-worker", nargs=3, metavar=("WORKLOAD", "DTYPE", "VARIANT"))
     parser.add_argument("--cold", action="store_true", help="only the cold-compile table")
+    parser.add_argument("--cold-variants", nargs="*", default=list(COLD_VARIANTS),
+                        choices=COLD_VARIANTS, help="with --cold: these compilers only")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --cold: a cProfile summary of each first call")
     parser.add_argument("--workloads", nargs="*", help="only these workloads (default: all)")
     parser.add_argument("--no-check", action="store_true", help="skip the correctness programs")
     parser.add_argument("--out", type=Path, default=Path("out"))
@@ -300,7 +357,7 @@ def main() -> None:
         for name in set(WORKLOADS) - set(args.workloads):
             del WORKLOADS[name]
     if args.cold:
-        cold_compile(args.out)
+        cold_compile(args.out, args.profile, tuple(args.cold_variants))
         return
     if not args.no_check:
         (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))
@@ -312,6 +369,7 @@ def main() -> None:
     # Small tensors: the time per call is launch overhead (dynamo guards, wrapper, launcher).
     results += bench(64, 64, args.rounds, (torch.float32,))
     (args.out / "gpu_bench.json").write_text(json.dumps(results, indent=1))
+    (args.out / "gpu_tuned.json").write_text(json.dumps(_tuned_configs(), indent=1))
     table = _table(results)
     (args.out / "gpu_bench.md").write_text(table)
     print(table)
