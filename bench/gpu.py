@@ -87,7 +87,10 @@ def _compiled(fn: Fn, variant: str) -> Fn:
         return torch.compile(fresh(fn))
     if variant == "dynamo-aot":  # Dynamo + AOTAutograd with no code generation: the floor
         return torch.compile(fresh(fn), backend="aot_eager")
-    return torch.compile(fresh(fn), backend="polyduct", options={"kernels": "triton"})
+    options: dict[str, Any] = {"kernels": "triton"}
+    if variant == "polyduct-notune":  # heuristic configs only: one Triton compile per kernel
+        options["kernel_options"] = {"autotune": False}
+    return torch.compile(fresh(fn), backend="polyduct", options=options)
 
 
 def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
@@ -263,7 +266,7 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
     print(json.dumps({"seconds": seconds, "pid": os.getpid()}), flush=True)
 
 
-COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct")
+COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune")
 
 
 def cold_compile(
@@ -323,13 +326,17 @@ def _cold_table(rows: list[dict[str, Any]]) -> str:
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    lines = ["| workload | dynamo-aot s | inductor s | polyduct s | polyduct / inductor |",
-             "|---|---:|---:|---:|---:|"]
+    def ratio(variant: str, row: dict[str, Any]) -> str:
+        ours, theirs = row.get(variant), row.get("inductor")
+        return f"{ours / theirs:.2f}" if ours and theirs else "-"
+
+    head = " | ".join(f"{v} s" for v in COLD_VARIANTS)
+    lines = [f"| workload | {head} | polyduct / inductor | polyduct-notune / inductor |",
+             "|---|" + "---:|" * (len(COLD_VARIANTS) + 2)]
     for row in rows:
-        ind, pd = row.get("inductor"), row.get("polyduct")
-        ratio = f"{pd / ind:.2f}" if ind and pd else "-"
         cells = " | ".join(cell(row.get(v)) for v in COLD_VARIANTS)
-        lines.append(f"| {row['workload']} | {cells} | {ratio} |")
+        lines.append(f"| {row['workload']} | {cells} | {ratio('polyduct', row)} | "
+                     f"{ratio('polyduct-notune', row)} |")
     return "\n".join(lines) + "\n"
 
 

@@ -27,19 +27,23 @@ _DTYPES = frozenset(
 
 @dataclass(frozen=True, slots=True)
 class TritonOptions:
-    """Options of the Triton backend; `interpret` runs kernels in Triton's CPU interpreter."""
+    """Options of the Triton backend: `interpret` runs kernels in Triton's CPU interpreter;
+    `autotune=False` launches every kernel with its heuristic config (one Triton compile per
+    kernel instead of one per candidate: faster to compile, possibly slower to run)."""
 
     interpret: bool = False
+    autotune: bool = True
     cache: Cache | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.interpret, bool):
-            raise InvalidOption("triton", "interpret", self.interpret, "a bool")
+        for name in ("interpret", "autotune"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidOption("triton", name, getattr(self, name), "a bool")
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> TritonOptions:
         """Build options from a plain mapping; unknown keys are refused."""
-        known = {"interpret", "cache"}
+        known = {"interpret", "autotune", "cache"}
         for key in options:
             if key not in known:
                 raise InvalidOption("triton", key, options[key], f"one of {sorted(known)}")
@@ -62,7 +66,7 @@ class TritonBackend(KernelBackend):
     def codegen(self, spec: KernelSpec) -> KernelSource:
         # CPU tensors can only run in the interpreter, whatever the options say.
         interpret = self.options.interpret or not spec.device.startswith("cuda")
-        source = generate(spec, TritonOps, interpret)
+        source = generate(spec, TritonOps, interpret, self.options.autotune)
         return KernelSource(spec.name, self.name, source)
 
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:

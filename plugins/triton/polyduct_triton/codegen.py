@@ -21,8 +21,9 @@ from polyduct_triton.launcher import render_launcher
 from polyduct_triton.prelude import MATH_PRELUDE, PRELUDE
 
 
-def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
-    """The module source for `spec`, traced with a fresh `ops_cls(ctx)` per stage."""
+def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = True) -> str:
+    """The module source for `spec`, traced with a fresh `ops_cls(ctx)` per stage; without
+    `autotune` its launcher always takes the heuristic config."""
     ctx = KernelContext(spec, interpret)
     xs = index_vars("x", len(spec.ranges))
     rs = index_vars("r", len(spec.reduction_ranges))
@@ -49,7 +50,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool) -> str:
     text = kernel.getvalue()
     out.lines(text.splitlines())
     out.lines(["", ""])
-    out.lines(render_launcher(spec, ctx, text.count("\n")).splitlines())
+    out.lines(render_launcher(spec, ctx, text.count("\n"), autotune).splitlines())
     return out.getvalue()
 
 

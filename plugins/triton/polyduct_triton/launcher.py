@@ -203,7 +203,7 @@ def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
         return _BEST[key]
     configs = _configs(xnumel, rnumel)
     small = xnumel * max(rnumel, 1) < TUNE_MIN_NUMEL
-    if len(configs) == 1 or INTERPRET or small or device.type != "cuda":
+    if not AUTOTUNE or len(configs) == 1 or INTERPRET or small or device.type != "cuda":
         _BEST[key] = configs[0]
     else:
         _BEST[key] = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
@@ -259,10 +259,13 @@ CONTRACTIBLE = frozenset({
 })
 
 
-def render_launcher(spec: KernelSpec, ctx: KernelContext, body_lines: int) -> str:
+def render_launcher(
+    spec: KernelSpec, ctx: KernelContext, body_lines: int, autotune: bool = True
+) -> str:
     """Python source of the launcher (module constants, runtime helpers and `launch`).
 
     `body_lines` is the length of the kernel body; past HEAVY_LINES the kernel is HEAVY.
+    Without `autotune` the launcher never benchmarks candidates.
     """
     tensors = [ctx.arg(b.name) for b in spec.args]
     sizes = [ctx.args[s.name] for s in spec.size_args]
@@ -277,6 +280,7 @@ def render_launcher(spec: KernelSpec, ctx: KernelContext, body_lines: int) -> st
         f"KIND = {string_literal(spec.kind)}",
         f"HEAVY = {body_lines > HEAVY_LINES}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
+        f"AUTOTUNE = {autotune}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",
         f"ASSERTS = {{{asserts}}}",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ import torch
 from kernels import backend, buf, spec
 
 from polyduct import plugins
+from polyduct.cache import Cache, import_module_file
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import KernelSource, check_complete
 from polyduct.ops import OP_NAMES
@@ -37,6 +40,34 @@ def test_options_are_validated() -> None:
         TritonOptions.from_mapping({"block": 3})
     with pytest.raises(InvalidOption):
         TritonOptions(interpret="yes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidOption, match="autotune"):
+        TritonOptions.from_mapping({"autotune": "no"})
+    assert not TritonOptions.from_mapping({"autotune": False}).autotune
+
+
+@pytest.mark.parametrize("autotune", [True, False])
+def test_autotune_option_decides_whether_large_problems_benchmark(
+    tmp_path: Path, autotune: bool
+) -> None:
+    """The CUDA launcher of a 2**22-element pointwise kernel benchmarks its candidates unless
+    `autotune=False`, which takes the heuristic config and compiles nothing else."""
+    be = TritonBackend(TritonOptions(autotune=autotune, cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(_copy_spec(f"tune_{autotune}"), device="cuda"))
+    module = import_module_file(_write(tmp_path, source.source), f"tune_{autotune}")
+    tuned: list[Any] = []
+    module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+    cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
+    chosen = module._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    candidates = module._configs(1 << 22, 0)
+    assert len(candidates) > 1
+    assert chosen == (candidates[-1] if autotune else candidates[0])
+    assert tuned == ([candidates] if autotune else [])
+
+
+def _write(directory: Path, text: str) -> Path:
+    path = directory / "kernel_under_test.py"
+    path.write_text(text)
+    return path
 
 
 def _copy_spec(name: str) -> Any:
