@@ -323,20 +323,32 @@ def _tuned_configs() -> list[dict[str, Any]]:
 
 
 def _cold_table(rows: list[dict[str, Any]]) -> str:
+    """First-call seconds per compiler, and what each backend adds to the shared Dynamo +
+    AOTAutograd floor ("backend s": first call minus `dynamo-aot`), as ratios to Inductor's."""
+    ours = ("polyduct", "polyduct-notune")
+
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    def ratio(variant: str, row: dict[str, Any]) -> str:
-        ours, theirs = row.get(variant), row.get("inductor")
-        return f"{ours / theirs:.2f}" if ours and theirs else "-"
+    def backend(row: dict[str, Any], variant: str) -> float | None:
+        total, floor = row.get(variant), row.get("dynamo-aot")
+        return None if total is None or floor is None else total - floor
 
-    head = " | ".join(f"{v} s" for v in COLD_VARIANTS)
-    lines = [f"| workload | {head} | polyduct / inductor | polyduct-notune / inductor |",
-             "|---|" + "---:|" * (len(COLD_VARIANTS) + 2)]
+    def ratio(mine: float | None, theirs: float | None) -> str:
+        return f"{mine / theirs:.2f}" if mine is not None and theirs else "-"
+
+    head = [f"{v} s" for v in COLD_VARIANTS]
+    head += [f"{v} / inductor" for v in ours]
+    head += [f"backend s {v}" for v in ("inductor", *ours)]
+    head += [f"backend {v} / inductor" for v in ours]
+    lines = ["| workload | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for row in rows:
-        cells = " | ".join(cell(row.get(v)) for v in COLD_VARIANTS)
-        lines.append(f"| {row['workload']} | {cells} | {ratio('polyduct', row)} | "
-                     f"{ratio('polyduct-notune', row)} |")
+        backends = {v: backend(row, v) for v in ("inductor", *ours)}
+        cells = [cell(row.get(v)) for v in COLD_VARIANTS]
+        cells += [ratio(row.get(v), row.get("inductor")) for v in ours]
+        cells += [cell(b) for b in backends.values()]
+        cells += [ratio(backends[v], backends["inductor"]) for v in ours]
+        lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
