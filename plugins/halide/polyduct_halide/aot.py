@@ -95,7 +95,7 @@ def buffer(
     else:
         address = tensor.data_ptr()
         extent = 1 + sum((n - 1) * s for n, s in zip(tensor.shape, tensor.stride(), strict=True))
-    dim = HalideDimension(0, extent, 1, 0)
+    dim = HalideDimension(0, extent, 1, 0)  # min 0: GPU kernels use it as a zero (runtime.nofuse)
     kind = HalideType(code, bits, 1)
     if tensor.is_cuda:
         buf = HalideBuffer(

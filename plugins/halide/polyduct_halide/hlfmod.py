@@ -6,7 +6,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide.hlspecial import c, ex, isfinite, isinf, isnan, neg, signbit, split64
+from polyduct_halide.hlspecial import alone, c, ex, isfinite, isinf, isnan, neg, signbit, split64
 
 E = Any
 
@@ -76,22 +76,23 @@ _FMOD_BITS = 25  # quotient bits removed per reduction step: q * (26-bit half of
 _FMOD_STEPS = (2098 + _FMOD_BITS - 1) // _FMOD_BITS + 1  # float64 exponents span 2^-1074..2^1023
 
 
-def _fmod_step(r: E, bs: E) -> E:
+def _fmod_step(r: E, bs: E, nofuse: E | None) -> E:
     """r - trunc(r / bs) * bs exactly, for bs <= r < 2^(_FMOD_BITS + 1) * bs; result in [0, bs).
 
     q has at most 26 bits, so with bs = hi + lo (hi its top 26 bits) Dekker's error term
     (q*hi - p) + q*lo of the product p = q*bs is exact, r - p is exact (Sterbenz), and the
     remainder is representable. A quotient rounded up by one leaves a tiny negative remainder.
+    Each product is rounded on its own (`alone`), also where LLVM would fuse it.
     """
     q = hl.trunc(r / bs)
-    p = q * bs
+    p = alone(q * bs, nofuse)
     hi, lo = split64(bs)
-    rem = (r - p) - ((q * hi - p) + q * lo)
+    rem = (r - p) - ((alone(q * hi, nofuse) - p) + alone(q * lo, nofuse))
     rem = hl.select(rem < hl.f64(0.0), rem + bs, rem)
     return hl.select(rem >= bs, rem - bs, rem)
 
 
-def _fmod64(a: E, b: E) -> E:
+def _fmod64(a: E, b: E, nofuse: E | None) -> E:
     # Exact: |a| is reduced by b * 2^s, s shrinking by _FMOD_BITS per step (b * 2^s is a multiple
     # of b, so the remainder is unchanged), each step exact by splitting b into two halves.
     r, big = hl.abs(a), hl.abs(b)
@@ -100,14 +101,18 @@ def _fmod64(a: E, b: E) -> E:
     for _ in range(_FMOD_STEPS):
         er = _ilogb64(hl.select(r > hl.f64(0.0), r, hl.f64(1.0)))
         shift = hl.max(er - eb - _FMOD_BITS, 0)
-        r = hl.select(r >= big, _fmod_step(r, _scale64(big, shift)), r)
+        # The scaled divisor is a product too: LLVM would fuse it into every sum using it
+        # (harmless, it is exact, but only a kernel without FMAs is easy to check in the PTX).
+        bs = alone(_scale64(big, shift), nofuse)
+        r = hl.select(r >= big, _fmod_step(r, bs, nofuse), r)
     return hl.select(signbit(a), -r, r)
 
 
-def fmod(a: E, b: E) -> E:
-    """C fmod, exact (sign of a); NaN for inf or NaN a and for NaN or zero b."""
+def fmod(a: E, b: E, nofuse: E | None = None) -> E:
+    """C fmod, exact (sign of a); NaN for inf or NaN a and for NaN or zero b. `nofuse` (GPU
+    targets) keeps float64's error-free products out of FMA contraction (see `alone`)."""
     a, b = ex(a), ex(b)
-    r = _fmod32(a, b) if a.type().bits() == 32 else _fmod64(a, b)
+    r = _fmod32(a, b) if a.type().bits() == 32 else _fmod64(a, b, nofuse)
     bad = isinf(a) | isnan(a) | isnan(b) | (b == c(b, 0))
     r = hl.select(isinf(b) & isfinite(a), a, hl.select(bad, c(a, float("nan")), r))
     return hl.select(r == c(r, 0), hl.select(signbit(a), neg(c(r, 0)), c(r, 0)), r)

@@ -13,6 +13,7 @@ import halide as hl
 
 from polyduct_halide.hlfmod import fmod, pow2
 from polyduct_halide.hlspecial import (  # noqa: F401
+    alone,
     c,
     erf,
     erfc,
@@ -177,9 +178,9 @@ def imod(a: E, b: E) -> E:
     return hl.mod_round_to_zero(a, b)
 
 
-def remainder(a: E, b: E) -> E:
-    """Python modulus (sign of the divisor), ints or floats."""
-    r = fmod(a, b) if is_float(a) else hl.mod_round_to_zero(a, b)
+def remainder(a: E, b: E, nofuse: E | None = None) -> E:
+    """Python modulus (sign of the divisor), ints or floats (`nofuse`: see `fmod`)."""
+    r = fmod(a, b, nofuse) if is_float(a) else hl.mod_round_to_zero(a, b)
     zero = c(r, 0)
     fix = (r != zero) & ((r < zero) != (ex(b) < zero))
     return hl.select(fix, r + b, r)
@@ -202,14 +203,15 @@ def via64(fn: Callable[..., E], *xs: E) -> E:
     return hl.cast(x.type(), fn(*(hl.cast(hl.Float(64), v) for v in xs)))
 
 
-def fma(x: E, y: E, z: E) -> E:
-    """x * y + z with one rounding: float32 through float64, float64 by error-free transforms."""
+def fma(x: E, y: E, z: E, nofuse: E | None = None) -> E:
+    """x * y + z with one rounding: float32 through float64, float64 by error-free transforms
+    (whose products `alone` keeps out of FMA contraction with `nofuse`)."""
     x = ex(x)
     if is_float(x) and x.type().bits() == 32:
         w = hl.Float(64)
         return hl.cast(x.type(), hl.cast(w, x) * hl.cast(w, y) + hl.cast(w, z))
     if is_float(x) and x.type().bits() == 64:
-        return _fma64(x, ex(y), ex(z))
+        return _fma64(x, ex(y), ex(z), nofuse)
     return x * y + z
 
 
@@ -219,14 +221,18 @@ def _two_sum(a: E, b: E) -> tuple[E, E]:
     return s, (a - (s - bb)) + (b - bb)
 
 
-def _fma64(x: E, y: E, z: E) -> E:
+def _fma64(x: E, y: E, z: E, nofuse: E | None) -> E:
     # Boldo-Melquiond: x*y = ph + pl exactly (Dekker), ph + z = sh + sl exactly (Knuth), then
     # RN(sh + RO(pl + sl)) with RO rounding to odd: one correct rounding of x*y + z. Products or
     # sums near overflow or underflow, and non-finite inputs, take the plain (two-rounding) path.
-    ph = x * y
+    # Every product is rounded on its own, as on the host, also where LLVM would fuse it.
+    def mul(a: E, b: E) -> E:
+        return alone(a * b, nofuse)
+
+    ph = mul(x, y)
     xh, xl = split64(x)
     yh, yl = split64(y)
-    pl = ((xh * yh - ph) + xh * yl + xl * yh) + xl * yl
+    pl = ((mul(xh, yh) - ph) + mul(xh, yl) + mul(xl, yh)) + mul(xl, yl)
     sh, sl = _two_sum(ph, z)
     u, err = _two_sum(pl, sl)
     ubits = hl.reinterpret(hl.Int(64), u)
@@ -240,12 +246,13 @@ def _fma64(x: E, y: E, z: E) -> E:
     return hl.select(safe & isfinite(z), fused, x * y + z)
 
 
-def mul_rn(x: E, y: E, strict: bool) -> E:
-    """x * y rounded on its own: the target's StrictFloat already forbids FMA contraction (`strict`);
-    otherwise `hl.strict_float` marks the product (it rewrites its whole argument tree, so it is
-    avoided where the target makes it redundant)."""
+def mul_rn(x: E, y: E, strict: bool, nofuse: E | None = None) -> E:
+    """x * y rounded on its own: on the host the target's StrictFloat already forbids FMA
+    contraction (`strict`); otherwise `hl.strict_float` marks the product (it rewrites its whole
+    argument tree, so it is avoided where the target makes it redundant). On GPU targets neither
+    stops LLVM's NVPTX backend: `nofuse` makes the product opaque (`alone`)."""
     product = ex(x) * y
-    return product if strict else hl.strict_float(product)
+    return alone(product if strict else hl.strict_float(product), nofuse)
 
 
 def fpow(a: E, b: E) -> E:

@@ -196,7 +196,24 @@ def split64(x: E) -> tuple[E, E]:
     return hi, x - hi
 
 
+def alone(product: E, nofuse: E | None) -> E:
+    """`product` as a value LLVM cannot fuse into a following add or subtract.
+
+    Error-free transformations need each product rounded on its own, but LLVM's NVPTX backend
+    contracts `a*b + c` into `fma.rn.f64` whatever the target's StrictFloat says. XOR-ing the
+    product's bits with `nofuse`, a run-time zero the compiler cannot see (`runtime.nofuse`),
+    leaves an add of an integer operation, which no FMA pattern matches. None: the product as
+    it is (host targets honour StrictFloat; their code stays as it was).
+    """
+    if nofuse is None:
+        return product
+    product = ex(product)
+    bits = hl.UInt(product.type().bits())
+    return hl.reinterpret(product.type(), hl.reinterpret(bits, product) ^ hl.cast(bits, nofuse))
+
+
 __all__ = [
+    "alone",
     "c",
     "erf",
     "erfc",

@@ -28,6 +28,11 @@ class HalideElementwiseOps:
     def _m(self, fn: str, *xs: HVal) -> HVal:
         return self.em.emit(f"_m.{fn}({', '.join(x.code for x in xs)})", xs[0].dtype)
 
+    def _m_exact(self, fn: str, *xs: HVal) -> HVal:
+        """`_m.<fn>` built on products rounded on their own: it gets the module's `NOFUSE` (the
+        run-time zero that keeps them out of FMA contraction on GPU targets, see `hlmath.alone`)."""
+        return self._m(fn, *xs, HVal("NOFUSE", xs[0].dtype))
+
     # arithmetic
     def add(self, x0: HVal, x1: HVal) -> HVal:
         return self._b("{a} | {b}" if x0.dtype == BOOL else "{a} + {b}", x0, x1)
@@ -39,7 +44,7 @@ class HalideElementwiseOps:
         return self._b("{a} & {b}" if x0.dtype == BOOL else "{a} * {b}", x0, x1)
 
     def mul_rn(self, x: HVal, y: HVal) -> HVal:
-        return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT)", x, y)
+        return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT, NOFUSE)", x, y)
 
     def neg(self, x0: HVal) -> HVal:
         return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)
@@ -61,16 +66,16 @@ class HalideElementwiseOps:
         return self._b("hl.div_round_to_zero({a}, {b})", x0, x1)
 
     def mod(self, x0: HVal, x1: HVal) -> HVal:
-        return self._m("fmod" if x0.dtype in FLOATS else "imod", x0, x1)
+        return self._m_exact("fmod", x0, x1) if x0.dtype in FLOATS else self._m("imod", x0, x1)
 
     def fmod(self, x0: HVal, x1: HVal) -> HVal:
-        return self._m("fmod", x0, x1)
+        return self._m_exact("fmod", x0, x1)
 
     def remainder(self, x0: HVal, x1: HVal) -> HVal:
-        return self._m("remainder", x0, x1)
+        return self._m_exact("remainder", x0, x1)
 
     def fma(self, x: HVal, y: HVal, z: HVal) -> HVal:
-        return self._m("fma", x, y, z)
+        return self._m_exact("fma", x, y, z)
 
     def abs(self, x0: HVal) -> HVal:
         if x0.dtype in FLOATS:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import halide as hl
+import numpy as np
 import pytest
 import sympy
 import torch
@@ -194,3 +195,77 @@ def test_bucketize_never_reads_its_boundaries_on_the_host(
     # inference read it on the host to size the boundaries buffer (SIGSEGV on a CUDA tensor).
     stmt, _ = _compile(_on_cuda(_bucketize_spec(dtype)), tmp_path)
     _assert_all_on_gpu(stmt)
+
+
+def _float64_spec(op: str) -> KernelSpec:
+    """out = op(a, b[, c]) in float64; `mul_rn` is followed by an add (what LLVM would fuse)."""
+    names = "abc" if op in ("fma", "mul_rn") else "ab"
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        a, b, *c = (ops.load(name, x[0]) for name in names)
+        value = ops.add(ops.mul_rn(a, b), *c) if op == "mul_rn" else getattr(ops, op)(a, b, *c)
+        ops.store("out", x[0], value)
+
+    f64 = torch.float64
+    buffers = (*(buf(name, "in", 16, f64) for name in names), buf("out", "out", 16, f64))
+    return KernelSpec(f"f64_{op}", (16,), (), (Stage("outer", body),), buffers)
+
+
+def _ptx(stmt: str) -> str:
+    """The PTX of the lowered statement's GPU kernels (every kernel: each ends in a `}` line)."""
+    source = stmt.partition("buffer cuda_gpu_source_kernels = {")[2]
+    return source.partition("halide_cuda_initialize_kernels")[0]
+
+
+@pytest.mark.parametrize("op", ["fmod", "mod", "remainder", "mul_rn"])
+def test_float64_error_free_products_are_not_fused_on_the_gpu(op: str, tmp_path: Path) -> None:
+    # LLVM's NVPTX backend contracts a*b + c into fma.rn.f64 despite StrictFloat; the exact fmod
+    # (and mul_rn's contract) needs every product rounded on its own: none of them may be fused.
+    ptx = _ptx(_compile(_on_cuda(_float64_spec(op)), tmp_path)[0])
+    assert "fma.rn.f64" not in ptx
+    assert "mul.f64" in ptx and "xor.b64" in ptx  # products, made opaque by the run-time zero
+
+
+def test_float64_fma_fuses_only_its_plain_fallback_on_the_gpu(tmp_path: Path) -> None:
+    # The exact fma splits x and y (Dekker) and adds their products: each must be rounded on its
+    # own. Only the plain x*y + z of out-of-range inputs may become one hardware fma.
+    ptx = _ptx(_compile(_on_cuda(_float64_spec("fma")), tmp_path)[0])
+    loaded = set(re.findall(r"ld\.global\S*\s+(%\w+),", ptx))
+    fused = re.findall(r"fma\.rn\.f64\s+%\w+, (%\w+), (%\w+), (%\w+);", ptx)
+    assert len(loaded) == 3 and fused  # (the regexes see the PTX: the check is not empty)
+    assert all(set(operands) <= loaded for operands in fused)
+
+
+def test_host_targets_get_no_run_time_zero() -> None:
+    # the CPU code is left exactly as it was: StrictFloat keeps its products apart
+    from polyduct_halide import runtime
+
+    out = runtime.output("out", hl.Float(64))
+    assert runtime.nofuse(hl.get_host_target(), [out]) is None
+    assert runtime.nofuse(hl.Target(CUDA), [out]) is not None
+
+
+def test_opaque_products_keep_their_values_on_the_host() -> None:
+    # The GPU kernels' arithmetic, run on the host: XOR-ing the products with an output's min
+    # (0) changes no bit of fma, fmod or mul_rn (float32 and float64).
+    from polyduct_halide import hlmath
+
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal(64) * 10.0 ** rng.integers(-8, 8, 64) for _ in range(3)]
+    x, y, z = (hl.Buffer(d) for d in data)
+    i = hl.Var("i")
+    plain, opaque = hl.Func("plain"), hl.Func("opaque")
+
+    def values(nofuse: Any) -> hl.Tuple:
+        a, b, c = x[i], y[i], z[i]
+        f32 = hl.cast(hl.Float(32), a) * 3.0
+        rn32 = hl.cast(hl.Float(64), hlmath.mul_rn(f32, hl.cast(hl.Float(32), b), True, nofuse))
+        fma, fmod = hlmath.fma(a, b, c, nofuse), hlmath.fmod(a, b, nofuse)
+        return hl.Tuple([fma, fmod, hlmath.mul_rn(a, b, True, nofuse), rn32])
+
+    plain[i] = values(None)
+    opaque[i] = values(plain.output_buffers()[0].dim(0).min())
+    target = hl.get_host_target().with_feature(hl.TargetFeature.StrictFloat)
+    got = hl.Pipeline([plain, opaque]).realize([64], target)
+    for want, have in zip(got[:4], got[4:], strict=True):
+        assert np.array_equal(np.asarray(want).view(np.int64), np.asarray(have).view(np.int64))
