@@ -33,7 +33,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
     name = identifier(spec.name, prefix="k")
     out = IndentedBuffer()
     out.line(f"# polyduct-triton kernel {name} on {identifier(spec.device)}")
-    out.lines(["import os", "import torch", "import triton", "import triton.language as tl"])
+    out.lines(["import torch", "import triton", "import triton.language as tl"])
     if not interpret:  # the interpreter has no libdevice; compiled kernels use it (triton >= 3.2)
         out.line("from triton.language.extra import libdevice")
     out.line("")

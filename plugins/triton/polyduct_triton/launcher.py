@@ -48,10 +48,6 @@ CUDA_OPTIONS = {} if INTERPRET else _cuda_options()
 # candidates with a short do_bench, once per (device, pow2 xnumel, pow2 rnumel, idx64).
 TUNE_MIN_NUMEL = 1 << 20
 MAX_CONFIGS = 3
-# Autotuning candidates compile in parallel threads where there is more than one CPU
-# (POLYDUCT_TRITON_PARALLEL_COMPILE=0 compiles them one after another, as they are benchmarked).
-PARALLEL_COMPILE = ((os.cpu_count() or 1) > 1
-                    and os.environ.get("POLYDUCT_TRITON_PARALLEL_COMPILE", "1") != "0")
 # Reductions up to this many elements per row keep the whole row in registers on GPUs.
 PERSISTENT_MAX = 8192
 
@@ -162,31 +158,9 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         _COMPILED[key] = compiled
 
 
-def _precompile(configs, tensors, sizes, xnumel, rnumel, idx64, err):
-    """Compile every candidate at once, in threads: Triton's compile spends much of its time
-    outside the GIL (MLIR passes, LLVM, ptxas). A failure is left for the launch to raise."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
-    device = tensors[0].device
-
-    def compile_one(cfg):
-        constexprs, options = _jit_options(cfg, rnumel, idx64)
-        try:
-            with torch.cuda.device(device):
-                _kernel.warmup(*args, grid=(1,), **constexprs, **options)
-        except Exception:  # noqa: BLE001 - the launch compiles it again and reports the error
-            pass
-
-    with ThreadPoolExecutor(len(configs)) as pool:
-        list(pool.map(compile_one, configs))
-
-
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
     from triton.testing import do_bench
 
-    if PARALLEL_COMPILE:
-        _precompile(configs, tensors, sizes, xnumel, rnumel, idx64, err)
     # Benchmark on copies of written buffers so tuning never changes the caller's data.
     scratch = [t.clone() if i in WRITTEN else t for i, t in enumerate(tensors)]
     scratch_err = None if err is None else err.clone()
