@@ -123,27 +123,18 @@ def _direct(compiled, grid0, device, args):
                  hooks.launch_exit_hook, *args)
 
 
-def _jit_options(cfg, rnumel, idx64):
-    """The JIT's keyword arguments for config `cfg`: constexprs, then compile options."""
-    xb, rb, warps = cfg
-    persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
-    constexprs = dict(XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
-    return constexprs, dict(num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
-
-
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
-    xb, rb, _ = cfg
+    xb, rb, warps = cfg
     grid0 = (xnumel + xb - 1) // xb
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
-    constexprs, options = _jit_options(cfg, rnumel, idx64)
-    persistent = constexprs["PERSISTENT"]
+    persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
     if INTERPRET:
         # numpy computes the interpreted kernel: IEEE overflow, NaN and division by zero are
         # results here as on a GPU, not something to warn about
         import numpy
 
         with numpy.errstate(all="ignore"):
-            _kernel[(grid0,)](*args, **constexprs)
+            _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
         return
     key = None
     if DIRECT:
@@ -153,7 +144,8 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         if compiled is not None:
             _direct(compiled, grid0, device, (*args, xb, rb, idx64, persistent))
             return
-    compiled = _kernel[(grid0,)](*args, **constexprs, **options)
+    compiled = _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
+                                 num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
     if key is not None and compiled is not None and len(_kernel.arg_names) == len(args) + 4:
         _COMPILED[key] = compiled
 
