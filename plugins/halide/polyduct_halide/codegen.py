@@ -162,7 +162,8 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
             f"_{red.name}(*xv, *{red.name}_r), {string_literal(red.rtype)}, "
             f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)})"
         )
-        out.line(f"SCHED.extend(('func', f) for f in {red.name})")
+        vector = string_literal(red.vector)
+        out.line(f"SCHED.extend(('func', f, {vector}) for f in {red.name})")
     for col in stage.collectives:
         _function(out, f"_{col.name}", sig, col.lines, f"({', '.join(col.values)},)")
         at = f"_{col.name}(*xv, *_rt.unflatten(pv, RR))"

@@ -4,6 +4,12 @@ Every output of a reduction is its own single-valued Func: Halide 21 mis-orders 
 definitions under StrictFloat (an element sees already-updated values of the others), so
 multi-output reductions (argmax, welford, online softmax) are built from single-valued passes.
 NaN and tie rules follow docs/conventions.md "Reductions".
+
+Every update is `f = op(f, value)` with an `op` Halide can prove associative (`+`, `*`, `min`,
+`max`, `&`, `|`), so that a schedule may `rfactor` it into vector lanes (`cpu.py`); xor_sum is the
+one exception. Float max/min are integer max/min of order-preserving keys of the bits (see
+`_key`), which keeps torch's NaN rule exactly and is associative; the first position of the
+extreme value is a min over positions.
 """
 
 from __future__ import annotations
@@ -78,12 +84,36 @@ def _pure(name: str, xv: list[hl.Var], value: E) -> hl.Func:
     return func
 
 
-def _extreme(x: E, largest: bool, acc: E) -> E:
-    x = _cast(ex(acc).type(), x)
-    if ex(acc).type().is_bool():
-        return (acc | x) if largest else (acc & x)
-    better = (x > acc) if largest else (x < acc)
-    return hl.select(_nan(acc) | hl.logical_not(better | _nan(x)), acc, x)
+def _key(x: E) -> E:
+    """Float `x` as a signed integer of its width ordered like the floats (-0 just below +0), NaN
+    (either sign) above +inf for max or below -inf for min: `_unkey` of a max of keys is the
+    max with NaN winning, exactly."""
+    x = ex(x)
+    it = hl.Int(x.type().bits())
+    bits = hl.reinterpret(it, x)
+    # Negative floats order backwards as integers: flip their magnitude bits.
+    return bits ^ ((bits >> (x.type().bits() - 1)) & it.max())
+
+
+def _unkey(key: E, t: hl.Type) -> E:
+    """The float of type `t` whose `_key` is `key`; the NaN keys give NaNs."""
+    key = ex(key)
+    return hl.reinterpret(t, key ^ ((key >> (t.bits() - 1)) & key.type().max()))
+
+
+def _extreme(name: str, xv: list[hl.Var], x: E, largest: bool, t: hl.Type) -> list[hl.Func]:
+    """max (largest) or min of `x` as type `t`, NaN winning: [result, intermediate passes...]."""
+    x = _cast(t, x)
+    if t.is_bool():
+        return [_fold(name, xv, ex(not largest), lambda a: (a | x) if largest else (a & x))]
+    if not _is_float(t):
+        init = t.min() if largest else t.max()
+        return [_fold(name, xv, init, lambda a: hl.max(a, x) if largest else hl.min(a, x))]
+    it = hl.Int(t.bits())
+    key = hl.select(isnan(x), it.max() if largest else it.min(), _key(x))
+    init = _key(_lowest(t) if largest else _highest(t))
+    keys = _fold(f"{name}_key", xv, init, lambda a: hl.max(a, key) if largest else hl.min(a, key))
+    return [_pure(name, xv, _unkey(keys[xv], t)), keys]
 
 
 def _simple(kind: str) -> Pass:
@@ -96,8 +126,7 @@ def _simple(kind: str) -> Pass:
                 return [_fold(name, xv, hl.Expr(True), lambda a: a & _cast(t, x))]
             return [_fold(name, xv, hl.cast(t, 1), lambda a: a * _cast(t, x))]
         if kind in ("max", "min"):
-            init = _lowest(t) if kind == "max" else _highest(t)
-            return [_fold(name, xv, init, lambda a: _extreme(x, kind == "max", a))]
+            return _extreme(name, xv, x, kind == "max", t)
         if kind == "any":
             truth = x if x.type().is_bool() else x != hl.cast(x.type(), 0)
             return [_fold(name, xv, hl.Expr(False), lambda a: a | truth)]
@@ -111,17 +140,12 @@ def _simple(kind: str) -> Pass:
 def _arg(largest: bool) -> Pass:
     def build(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
         x = ex(v[0])
-        vt = x.type()
-        init = _lowest(vt) if largest else _highest(vt)
-        best = _fold(f"{name}_best", xv, init, lambda a: _extreme(x, largest, a))
+        best = _extreme(f"{name}_best", xv, x, largest, x.type())
         here = hl.cast(hl.Int(64), pos)
-        hit = same_key(_as_ordered(x), _as_ordered(best[xv]))
-
-        def first(a: E) -> E:
-            return hl.select(hit & (here < a), here, a)
-
-        index = _fold(name, xv, hl.Int(64).max(), first)
-        return [index, best]
+        hit = same_key(_as_ordered(x), _as_ordered(best[0][xv]))
+        never = hl.Int(64).max()
+        index = _fold(name, xv, never, lambda a: hl.min(a, hl.select(hit, here, never)))
+        return [index, *best]
 
     return build
 
@@ -156,12 +180,12 @@ def _welford_combine(
 
 def _softmax(name: str, xv: list[hl.Var], v: Sequence[E], pos: E, t: hl.Type) -> list[hl.Func]:
     x = _cast(t, v[0])
-    top = _fold(f"{name}_max", xv, hl.cast(t, float("-inf")), lambda a: _extreme(x, True, a))
-    here = ex(top[xv])
+    top = _extreme(f"{name}_max", xv, x, True, t)
+    here = ex(top[0][xv])
     # A row of -inf has no finite max: shift by 0 so its sum is 0 rather than NaN.
     shift = hl.select(here == hl.cast(t, float("-inf")), hl.cast(t, 0), here)
     total = _fold(name, xv, hl.cast(t, 0), lambda a: a + hl.exp(x - shift))
-    return [top, total]
+    return [top[0], total, *top[1:]]
 
 
 # name -> (builder, number of outputs `OpHandler.reduction` returns)

@@ -12,7 +12,7 @@ from typing import Any
 
 import halide as hl
 
-from polyduct_halide import gpu
+from polyduct_halide import cpu, gpu
 from polyduct_halide import hlmath as m
 from polyduct_halide.hlspecial import ex
 
@@ -159,49 +159,7 @@ AUTOSCHEDULERS = {
 }
 # Autoscheduler parameters on GPU targets (Mullapudi2016 schedules for the host without them).
 GPU_PARAMS: dict[str, dict[str, str]] = {"Mullapudi2016": {"experimental_gpu_schedule": "1"}}
-_VECTOR = 8  # lanes of float32 in an AVX2 register
 _ESTIMATE = 1024  # extent assumed for symbolic sizes when giving autoschedulers estimates
-
-
-def _default_schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var]) -> None:
-    """compute_root every intermediate, parallel over the outermost loop of every loop nest."""
-    updates: dict[str, int] = {}
-    for entry in sched:
-        if entry[0] == "root":
-            entry[1].compute_root()
-            continue
-        if entry[0] == "func":
-            func = entry[1]
-            func.compute_root()
-            if xv:
-                func.parallel(xv[0])
-                for k in range(func.num_update_definitions()):
-                    func.update(k).parallel(xv[0])
-            continue
-        _, func, rvars, atomic = entry
-        k = updates.get(func.name(), 0)
-        updates[func.name()] = k + 1
-        if not rvars or atomic:
-            continue
-        stage = func.update(k).allow_race_conditions()
-        inner = rvars[-1]
-        if _uses(func, k, inner):
-            # Scatter stores vectorise as gathers/scatters; the tail is guarded (RVars cannot
-            # round up).
-            rv_out, rv_in = hl.RVar(f"{inner.name()}_o"), hl.RVar(f"{inner.name()}_i")
-            stage.split(inner, rv_out, rv_in, _VECTOR, hl.TailStrategy.GuardWithIf)
-            stage.vectorize(rv_in)
-            if len(rvars) == 1:
-                stage.parallel(rv_out)
-        if len(rvars) > 1 and _uses(func, k, rvars[0]):
-            stage.parallel(rvars[0])
-
-
-def _uses(func: hl.Func, k: int, rvar: Any) -> bool:
-    """Whether update `k` of `func` mentions `rvar` (Halide drops RDom dimensions it does not)."""
-    text = " ".join(str(a) for a in func.update_args(k))
-    text += " ".join(str(v) for v in func.update_values(k))
-    return f"{rvar.name()}" in text
 
 
 def _autoschedule(
@@ -253,7 +211,7 @@ def finish(
     if schedule == "default" and target.has_gpu_feature():
         gpu.schedule(sched)
     elif schedule == "default":
-        _default_schedule(sched, xv)
+        cpu.schedule(sched, xv, xr)
     elif schedule != "none":
         _autoschedule(schedule, pipeline, params, outputs, target, estimate)
     return pipeline, params

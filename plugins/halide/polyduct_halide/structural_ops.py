@@ -7,7 +7,9 @@ from collections.abc import Callable
 import sympy
 import torch
 
+from polyduct.indexing import index_vars
 from polyduct.ops import ReductionType, StoreMode
+from polyduct_halide.cpu import vectorisation
 from polyduct_halide.hlreduce import REDUCTIONS
 from polyduct_halide.trace import CHECK_MAGIC, Check, Collective, KernelTrace, Reduction
 from polyduct_halide.values import Emitter, HVal, dtype_name, literal
@@ -61,6 +63,7 @@ class HalideStructuralOps:
             return self.em.emit(ref, buf.dtype)
         arg = self.t.names[name]
         self.t.used_args.add(arg)
+        self.t.stage.loads.append(sympy.sympify(index))
         idx = self._index(index, name, f"{arg}.dim(0).extent()")
         return self.em.emit(f"_m.load({arg}, {idx}, {_dt(buf.dtype)})", buf.dtype)
 
@@ -97,8 +100,12 @@ class HalideStructuralOps:
         values = list(value) if isinstance(value, tuple) else [value]
         name = self.t.fresh("red")
         codes = [self.t.guard(v).code for v in values]
+        spec = self.t.spec
+        outer = index_vars("x", len(spec.ranges))
+        inner = index_vars("r", len(spec.reduction_ranges))[-1:]
+        vector = vectorisation(self.t.stage.loads, outer, inner[0] if inner else None)
         self.t.stage.reductions.append(
-            Reduction(name, list(self.em.lines), codes, reduction_type, dtype)
+            Reduction(name, list(self.em.lines), codes, reduction_type, dtype, vector)
         )
         out_dtype = torch.int64 if reduction_type in ("argmax", "argmin") else dtype
         results = tuple(

@@ -27,6 +27,7 @@ class Reduction:
     values: list[str]
     rtype: str
     dtype: torch.dtype
+    vector: str = ""  # how the CPU schedule vectorises it (`cpu.vectorisation`)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class StageTrace:
     reductions: list[Reduction] = field(default_factory=list)
     collectives: list[Collective] = field(default_factory=list)
     reduction_stores: list[tuple[str, sympy.Expr, str, torch.dtype]] = field(default_factory=list)
+    loads: list[sympy.Expr] = field(default_factory=list)  # flat indices of its buffer loads
 
 
 @dataclass

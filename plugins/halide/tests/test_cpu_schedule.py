@@ -1,0 +1,84 @@
+"""The default CPU schedule: how reductions are vectorised, and that vector lanes keep torch's
+NaN, tie and exactness rules."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import halide as hl
+import pytest
+import sympy
+import torch
+
+from polyduct.cache import import_module_file
+from polyduct.indexing import index_vars
+from polyduct.kernel import KernelBuffer, KernelSpec, Stage
+from polyduct_halide.backend import HalideBackend
+from polyduct_halide.cpu import LANES, ROWS, vectorisation
+
+ROWS_N, COLS_N = 5, 37  # 37: four vectors of 8 and a tail of 5
+(X0,), (R0,) = index_vars("x", 1), index_vars("r", 1)
+
+
+def test_vectorisation_follows_the_load_strides() -> None:
+    assert vectorisation([R0 + COLS_N * X0], [X0], R0) == LANES  # along the row
+    assert vectorisation([R0 + COLS_N * X0, X0], [X0], R0) == LANES  # a per-row value: broadcast
+    assert vectorisation([ROWS_N * R0 + X0], [X0], R0) == ROWS  # transposed: across rows
+    assert vectorisation([ROWS_N * R0 + 3 * X0], [X0], R0) == ""  # strided both ways: serial
+
+
+def _spec(
+    name: str, rtype: str, out_dtype: torch.dtype, transposed: bool, rows: int = ROWS_N
+) -> KernelSpec:
+    index = rows * R0 + X0 if transposed else R0 + COLS_N * X0
+
+    def body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        value = ops.load("a", index)
+        ops.store_reduction("out", x[0], ops.reduction(out_dtype, value.dtype, rtype, value))
+
+    bufs = (
+        KernelBuffer("a", torch.float32, "in", sympy.Integer(rows * COLS_N)),
+        KernelBuffer("out", out_dtype, "out", sympy.Integer(rows)),
+    )
+    return KernelSpec(name, (rows,), (COLS_N,), (Stage("reduce", body),), bufs)
+
+
+def _rows_with_nan_and_ties() -> torch.Tensor:
+    a = torch.randn(ROWS_N, COLS_N)
+    a[0, 35] = float("nan")  # in the tail
+    a[1, 3] = a[1, 11] = a[1, 36] = 9.0  # a tie in three lanes: the first index wins
+    a[2, 9] = a[2, 2] = -9.0  # ties for the minimum, the later one in a lower lane
+    a[3, :] = float("-inf")  # no finite value
+    a[4, 8] = float("nan")  # NaN in lane 0 of the second vector
+    a[4, 30] = float("nan")
+    return a
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["rows", "columns"])
+@pytest.mark.parametrize("rtype", ["max", "min", "argmax", "argmin"])
+def test_vector_lanes_keep_nan_and_tie_rules(rtype: str, transposed: bool) -> None:
+    out_dtype = torch.int64 if rtype.startswith("arg") else torch.float32
+    spec = _spec(f"vec_{rtype}_{transposed}", rtype, out_dtype, transposed)
+    a = _rows_with_nan_and_ties()
+    src = a.t().contiguous().t() if transposed else a  # same values, column-major memory
+    out = torch.empty(ROWS_N, dtype=out_dtype)
+    backend = HalideBackend()
+    backend.load([backend.codegen(spec)])[spec.name](src, out)
+    want = {"max": a.amax, "min": a.amin, "argmax": a.argmax, "argmin": a.argmin}[rtype](1)
+    torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("transposed", [False, True], ids=["rows", "columns"])
+def test_reductions_are_vectorised(transposed: bool, tmp_path: Any) -> None:
+    # 70 rows: two full vectors of 32 outputs side by side (fewer would not fill one)
+    spec = _spec(f"vec_sum_{transposed}", "sum", torch.float32, transposed, rows=70)
+    path = tmp_path / "pipeline.py"
+    path.write_text(HalideBackend().codegen(spec).source)
+    module = import_module_file(path, f"vec_sum_{transposed}")
+    target = hl.get_host_target().with_feature(hl.TargetFeature.StrictFloat)
+    pipeline, arguments = module.build(target)
+    stmt = tmp_path / "kernel.stmt"
+    pipeline.compile_to_lowered_stmt(str(stmt), arguments, hl.StmtOutputFormat.Text, target)
+    lanes = "x32" if transposed else "x8"
+    assert f"float32{lanes}" in stmt.read_text()
