@@ -89,6 +89,7 @@ class TritonBackend(KernelBackend):
         entry = cache.entry("triton", key, build)
         digest = hashlib.sha256(src.source.encode()).hexdigest()[:16]
         module = import_module_file(entry / "kernel.py", f"polyduct_triton_k_{digest}")
+        module.TUNING_CACHE = cache  # tuned configs outlive the process
         launch: KernelFn = module.launch
         return launch
 

@@ -64,6 +64,30 @@ def test_autotune_option_decides_whether_large_problems_benchmark(
     assert tuned == ([candidates] if autotune else [])
 
 
+def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
+    """A shape class tuned once is read from the tuning cache by a fresh copy of the module (a
+    new process), which benchmarks nothing; another shape class or device is tuned anew."""
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path / "cache")))
+    source = be.codegen(dataclasses.replace(_copy_spec("tuned"), device="cuda")).source
+    path = _write(tmp_path, source)
+    tuned: list[Any] = []
+
+    def fresh_module(name: str, device: str = "NVIDIA H200") -> Any:
+        module = import_module_file(path, name)
+        module.TUNING_CACHE = Cache(tmp_path / "cache")
+        module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+        module._device_name = lambda index: device
+        return module
+
+    cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
+    first = fresh_module("tuned_a")._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    again = fresh_module("tuned_b")._pick([cuda_tensor], (), (1 << 22) - 5, 0, False, None)
+    assert first == again and len(tuned) == 1
+    fresh_module("tuned_c")._pick([cuda_tensor], (), 1 << 23, 0, False, None)
+    fresh_module("tuned_d", "another GPU")._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    assert len(tuned) == 3
+
+
 def _write(directory: Path, text: str) -> Path:
     path = directory / "kernel_under_test.py"
     path.write_text(text)
