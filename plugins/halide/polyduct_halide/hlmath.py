@@ -6,7 +6,6 @@ buffers hold one byte and bf16 buffers hold int16 bits (see `values.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import halide as hl
@@ -25,6 +24,7 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     neg,
     signbit,
     split64,
+    via64,
 )
 
 E = Any  # a Halide expression (hl.Expr, FuncRef, ...)
@@ -195,14 +195,6 @@ def copysign(a: E, b: E) -> E:
     return hl.reinterpret(a.type(), bits)
 
 
-def via64(fn: Callable[..., E], *xs: E) -> E:
-    """fn evaluated in float64 (libm accuracy and special values) and rounded back."""
-    x = ex(xs[0])
-    if x.type().bits() == 64:
-        return fn(*xs)
-    return hl.cast(x.type(), fn(*(hl.cast(hl.Float(64), v) for v in xs)))
-
-
 def fma(x: E, y: E, z: E, nofuse: E | None = None) -> E:
     """x * y + z with one rounding: float32 through float64, float64 by error-free transforms
     (whose products `alone` keeps out of FMA contraction with `nofuse`)."""
@@ -270,12 +262,12 @@ def ipow(a: E, b: E) -> E:
         base = base * base
     if a.type().is_uint():
         return result
-    neg = hl.select(
+    inverse = hl.select(
         a == c(a, 1),
         c(a, 1),
         hl.select(a == c(a, -1), hl.select((b & c(b, 1)) != c(b, 0), c(a, -1), c(a, 1)), c(a, 0)),
     )
-    return hl.select(b < c(b, 0), neg, result)
+    return hl.select(b < c(b, 0), inverse, result)
 
 
 def hypot(a: E, b: E) -> E:
@@ -346,29 +338,6 @@ def _log2_64(w: E) -> E:
 
 def _log10_64(w: E) -> E:
     return hl.log(w) / hl.f64(2.302585092994046)
-
-
-def _sigmoid64(x: E) -> E:
-    return hl.f64(1.0) / (hl.f64(1.0) + hl.exp(neg(x)))
-
-
-def sigmoid(x: E) -> E:
-    """1 / (1 + exp(-x))."""
-    return via64(_sigmoid64, x)
-
-
-def _expm1_64(x: E) -> E:
-    # Kahan: (u - 1) * x / log(u) with u = exp(x) rounded.
-    u = hl.exp(x)
-    um1 = u - hl.f64(1.0)
-    mid = um1 * (x / hl.log(u))
-    small = hl.select(u == hl.f64(1.0), x, hl.select(um1 == hl.f64(-1.0), hl.f64(-1.0), mid))
-    return hl.select(isinf(u) | isnan(x), um1, small)
-
-
-def expm1(x: E) -> E:
-    """exp(x) - 1, accurate near 0."""
-    return via64(_expm1_64, x)
 
 
 def _log1p64(x: E) -> E:
@@ -475,5 +444,6 @@ def bucketize(
     return hl.cast(_TYPES[out_dtype], low)
 
 
+from polyduct_halide.hlexp import exp, expm1, log, sigmoid, tanh  # noqa: F401
 from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401
 from polyduct_halide.hlreduce import REDUCTIONS, same_key, sorts_before  # noqa: F401

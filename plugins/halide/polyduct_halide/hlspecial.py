@@ -8,6 +8,7 @@ fixed number of terms (Halide expressions have no loops).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import halide as hl
@@ -20,6 +21,14 @@ _SQRT_PI = math.sqrt(math.pi)
 def ex(x: E) -> hl.Expr:
     """`x` (Expr, Var, RVar, FuncRef, Param or number) as an `hl.Expr`."""
     return x if isinstance(x, hl.Expr) else hl.Expr(x)
+
+
+def via64(fn: Callable[..., E], *xs: E) -> E:
+    """fn evaluated in float64 (libm accuracy and special values) and rounded back."""
+    x = ex(xs[0])
+    if x.type().bits() == 64:
+        return fn(*xs)
+    return hl.cast(x.type(), fn(*(hl.cast(hl.Float(64), v) for v in xs)))
 
 
 def c(x: E, value: float) -> E:
@@ -225,4 +234,5 @@ __all__ = [
     "neg",
     "signbit",
     "split64",
+    "via64",
 ]

@@ -135,13 +135,13 @@ class HalideElementwiseOps:
 
     # unary float math that Halide has
     def exp(self, x0: HVal) -> HVal:
-        return self._u("_m.via64(hl.exp, {x})", x0)
+        return self._u("_m.exp({x}, target)", x0)
 
     def exp2(self, x0: HVal) -> HVal:
         return self._u("_m.fpow(hl.cast({x}.type(), 2), {x})", x0)
 
     def log(self, x0: HVal) -> HVal:
-        return self._u("_m.via64(hl.log, {x})", x0)
+        return self._u("_m.log({x}, target)", x0)
 
     def log2(self, x0: HVal) -> HVal:
         return self._m("log2", x0)
@@ -177,7 +177,7 @@ class HalideElementwiseOps:
         return self._u("_m.via64(hl.cosh, {x})", x0)
 
     def tanh(self, x0: HVal) -> HVal:
-        return self._u("_m.via64(hl.tanh, {x})", x0)
+        return self._u("_m.tanh({x}, target)", x0)
 
     def asinh(self, x0: HVal) -> HVal:
         return self._u("_m.via64(hl.asinh, {x})", x0)
@@ -201,10 +201,10 @@ class HalideElementwiseOps:
         return self._u("hl.round({x})", x0)
 
     def sigmoid(self, x0: HVal) -> HVal:
-        return self._u("_m.sigmoid({x})", x0)
+        return self._u("_m.sigmoid({x}, target)", x0)
 
     def expm1(self, x0: HVal) -> HVal:
-        return self._m("expm1", x0)
+        return self._u("_m.expm1({x}, target)", x0)
 
     def log1p(self, x0: HVal) -> HVal:
         return self._m("log1p", x0)
