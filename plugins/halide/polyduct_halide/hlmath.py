@@ -14,8 +14,6 @@ from polyduct_halide.hlfmod import fmod, pow2
 from polyduct_halide.hlspecial import (  # noqa: F401
     alone,
     c,
-    erf,
-    erfc,
     ex,
     is_float,
     isfinite,
@@ -444,6 +442,6 @@ def bucketize(
     return hl.cast(_TYPES[out_dtype], low)
 
 
-from polyduct_halide.hlexp import exp, expm1, log, sigmoid, tanh  # noqa: F401
+from polyduct_halide.hlexp import erf, erfc, exp, expm1, log, sigmoid, tanh  # noqa: F401
 from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401
 from polyduct_halide.hlreduce import REDUCTIONS, same_key, sorts_before  # noqa: F401

@@ -210,10 +210,10 @@ class HalideElementwiseOps:
         return self._m("log1p", x0)
 
     def erf(self, x0: HVal) -> HVal:
-        return self._m("erf", x0)
+        return self._u("_m.erf({x}, target)", x0)
 
     def erfc(self, x0: HVal) -> HVal:
-        return self._m("erfc", x0)
+        return self._u("_m.erfc({x}, target)", x0)
 
     # comparisons
     def eq(self, x0: HVal, x1: HVal) -> HVal:

@@ -1,4 +1,4 @@
-"""The vector float32 exp/expm1/sigmoid/tanh/log of `hlexp` against torch's float64 results."""
+"""The vector float32 functions of `hlexp` against torch's float64 results rounded to float32."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ F32_MAX = torch.finfo(torch.float32).max
 SPECIAL = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), F32_MAX, -F32_MAX, 1e-45, -1e-45]
 # exp overflows past 88.7228, is subnormal below -87.3365 and 0 below -103.9721
 EDGES = [88.72283, 88.72284, -87.33654, -87.3366, -103.97, -103.98, 1e-10, -1e-10, 0.5, 8.0]
+EDGES += [2.5, -2.5, 10.05, 10.06, -10.5, 0.49999997]  # erf's ranges, erfc's last subnormal
 FUNCTIONS: dict[str, tuple[Callable[[Any, hl.Target], Any], Callable[..., torch.Tensor]]] = {
     "exp": (hlexp.exp, torch.exp),
     "expm1": (hlexp.expm1, torch.expm1),
     "sigmoid": (hlexp.sigmoid, torch.sigmoid),
     "tanh": (hlexp.tanh, torch.tanh),
     "log": (hlexp.log, torch.log),
+    "erf": (hlexp.erf, torch.erf),
+    "erfc": (hlexp.erfc, torch.erfc),
 }
 
 
