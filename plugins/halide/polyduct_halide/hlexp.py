@@ -1,8 +1,8 @@
-"""float32 exp, expm1, sigmoid, tanh and log as vectorisable Halide expressions (CPU targets).
+"""float32 exp, expm1, sigmoid, tanh, log, erf and erfc as vectorisable Halide expressions.
 
 Halide's own float32 `exp`/`log` are approximations that get inf and NaN wrong, and libm through
-float64 (`via64`) is one scalar call per element. Here the float32 argument is widened to
-float64 (exact) and evaluated there with vector instructions only:
+float64 (`via64`) is one scalar call per element. On CPU targets the float32 argument is widened
+to float64 (exact) and evaluated there with vector instructions only:
 
 * exp family: x = n ln2 + r with n = round(x log2 e), r by Cody-Waite (ln2 in two parts, the
   first with a short mantissa so that n * LN2_HI is exact), |r| <= ln2/2; expm1(r) = r P(r) with
@@ -11,13 +11,14 @@ float64 (exact) and evaluated there with vector instructions only:
   so overflow to inf and underflow through float32 subnormals to 0 come from the final rounding.
 * log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits; log(m) = 2 atanh(s), s = (m-1)/(m+1),
   |s| < 0.172, by its odd series to s^19 (truncation < 1e-15 relative).
+* erf/erfc: a Taylor polynomial below 1/2, e^(-x^2) times fitted polynomials above (`_erf_parts`).
 
-The float64 value is within about 1e-13 of the true one and is rounded once to float32, so the
-result is the correctly rounded float32 except in rare near-ties (then one ulp off); torch's
-vectorised float32 functions are within one ulp as well (measured: 1.2 million arguments, special
-values, random bit patterns and dense ranges, each function equal to torch's float64 result
-rounded to float32). NaN, +-inf, +-0 and negative logs are selected explicitly. Float64 arguments,
-and GPU targets, keep libm through float64 (`via64`).
+The float64 value is within about 2e-11 (relative) of the true one and is rounded once to
+float32: the correctly rounded float32 except near ties, then one ulp off (measured on 1.2 million
+arguments, special values, random bit patterns and dense ranges: every function within one ulp of
+torch's float64 result rounded to float32, at most 20 arguments off by one). torch's vectorised
+float32 functions are within one ulp as well. NaN, +-inf, +-0 and negative logs are explicit.
+Float64 arguments, and GPU targets, keep libm through float64 (`via64`) and `hlspecial`'s erf.
 """
 
 from __future__ import annotations
