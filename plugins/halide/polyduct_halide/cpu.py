@@ -6,12 +6,14 @@
   update (`f[xv] = op(f[xv], value)` over an RDom) is vectorised as `vectorisation` chose from
   the strides of its loads:
 
-  - `LANES`: along the row. The innermost RVar is split by `LANES` and `rfactor`ed on the split:
-    `LANES` partial results per row, one per vector lane, then combined in order. Sums and
-    products reassociate (as eager's vectorised sums do); min/max/and/or and the integer ops
-    are exact (`hlreduce`).
-  - `ROWS`: across rows. `ROW_LANES` neighbouring outputs are reduced side by side, each one
-    in order (nothing reassociates): a column sum reads whole cache lines of every row.
+  - `LANES`: along the row. The innermost RVar is split by `VECTOR` and `rfactor`ed on the
+    split: `VECTOR` partial results per row, one per vector lane, then combined in order. Sums
+    and products reassociate (as eager's vectorised sums do); min/max/and/or and the integer
+    ops are exact (`hlreduce`). Halide refuses updates it cannot prove associative (xor_sum):
+    those stay serial.
+  - `ROWS`: across rows. `ROW_LANES` neighbouring outputs along the unit-stride output variable
+    are reduced side by side, each one in order (nothing reassociates): a column sum reads whole
+    cache lines of every row.
   - serial otherwise.
 * Scatter updates (stores) vectorise their innermost RVar (the tail guarded) and run about
   `TASKS` parallel tasks over their outermost one.
@@ -43,13 +45,15 @@ def vectorisation(
 ) -> str:
     """How `schedule` vectorises a reduction whose body loads buffer elements at the flat
     indices `loads`, over output variables `outer` and innermost reduction variable `inner`:
-    `LANES` when every load steps by 0 or 1 element along `inner`, else `ROWS` when every load
-    does along `outer[0]` (Halide's innermost pure loop), else "" (serial: gathers cost more
-    than they save)."""
+    `LANES` when every load steps by 0 or 1 element along `inner`, else `ROWS` (suffixed with n
+    when n > 0) when every load does along `outer[n]`, else "" (serial: gathers cost more than
+    they save). Only the strides decide: an indirect index is a symbol of its own here, so
+    a gather counts as a broadcast (still correct, only slower)."""
     if inner is not None and all(_step(i, inner) in (0, 1) for i in loads):
         return LANES
-    if outer and all(_step(i, outer[0]) in (0, 1) for i in loads):
-        return ROWS
+    for n, var in enumerate(outer):
+        if loads and all(_step(i, var) in (0, 1) for i in loads):
+            return f"{ROWS}{n or ''}"
     return ""
 
 
@@ -88,16 +92,23 @@ def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str) -> None:
     func.split(rows, rows, row, _task(total), _GUARD).parallel(rows)
     for k in range(func.num_update_definitions()):
         stage, reduction = func.update(k), _is_reduction(func, k)
-        fused = _fused(stage, xv, f"{name}_u{k}")
-        if reduction and vector == ROWS:
-            lane = hl.Var(f"{name}_lane")
-            stage.split(fused, fused, lane, ROW_LANES, _GUARD)
-            stage.reorder(lane, *func.rvars(k), fused).vectorize(lane)
+        if reduction and vector.startswith(ROWS):
+            _side_by_side(func, k, xv, int(vector[len(ROWS) :] or 0))
+            fused = _fused(stage, xv, f"{name}_u{k}")
             stage.split(fused, rows, row, _task(total / ROW_LANES), _GUARD).parallel(rows)
             continue
+        fused = _fused(stage, xv, f"{name}_u{k}")
         stage.split(fused, rows, row, _task(total), _GUARD).parallel(rows)
         if reduction and vector == LANES:
             _lanes(func, k, row)
+
+
+def _side_by_side(func: hl.Func, k: int, xv: list[hl.Var], unit: int) -> None:
+    """Update `k` reduces `ROW_LANES` neighbouring outputs along `xv[unit]` (the unit-stride
+    output variable) as vector lanes, innermost, with the reduction loops around them."""
+    stage, var, lane = func.update(k), xv[unit], hl.Var(f"{func.name()}_lane")
+    stage.split(var, var, lane, ROW_LANES, _GUARD)
+    stage.reorder(lane, *func.rvars(k), *xv).vectorize(lane)
 
 
 def _fused(stage: Any, xv: list[hl.Var], prefix: str) -> hl.Var:

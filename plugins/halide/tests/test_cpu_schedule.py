@@ -18,7 +18,7 @@ from polyduct_halide.backend import HalideBackend
 from polyduct_halide.cpu import LANES, ROWS, vectorisation
 
 ROWS_N, COLS_N = 5, 37  # 37: four vectors of 8 and a tail of 5
-(X0,), (R0,) = index_vars("x", 1), index_vars("r", 1)
+(X0, X1), (R0,) = index_vars("x", 2), index_vars("r", 1)
 
 
 def test_vectorisation_follows_the_load_strides() -> None:
@@ -26,6 +26,8 @@ def test_vectorisation_follows_the_load_strides() -> None:
     assert vectorisation([R0 + COLS_N * X0, X0], [X0], R0) == LANES  # a per-row value: broadcast
     assert vectorisation([ROWS_N * R0 + X0], [X0], R0) == ROWS  # transposed: across rows
     assert vectorisation([ROWS_N * R0 + 3 * X0], [X0], R0) == ""  # strided both ways: serial
+    middle = 7 * COLS_N * X0 + 7 * R0 + X1  # x.sum(1) of a (n, COLS_N, 7) tensor
+    assert vectorisation([middle], [X0, X1], R0) == f"{ROWS}1"
 
 
 def _spec(
