@@ -37,6 +37,7 @@ LOG2E = 1.4426950408889634
 LN2_HI = 0.6931471803691238  # ln 2 with its low 32 mantissa bits zero: n * LN2_HI is exact
 LN2_LO = 1.9082149292705877e-10  # ln 2 - LN2_HI
 LN2 = 0.6931471805599453
+LN10 = 2.302585092994046
 LIMIT = 200.0  # |x| beyond which float32 exp is inf or 0 (float64 still holds exp(+-200))
 # expm1(r) / r on [-ln2/2, ln2/2], degree 7, highest first: a least-squares fit of the relative
 # error at 200 Chebyshev nodes in 50-digit mpmath (max relative error 4.6e-12 over 2000 points).
@@ -149,22 +150,57 @@ def _tanh32(x: E) -> E:
     return _signed(_float32(x, y / (y + hl.f64(2.0))), x)
 
 
-def _log32(x: E) -> E:
-    """-inf at +-0, NaN below 0, inf at inf."""
-    x = ex(x)
-    bits = hl.reinterpret(hl.Int(64), hl.cast(F64, x))  # float32 subnormals are normal here
+def _log_parts(v: E) -> tuple[E, E]:
+    """(e, log m) in float64 with v = 2^e m, m in [sqrt(1/2), sqrt(2)), for a positive normal
+    float64 `v` (float32 subnormals are normal float64)."""
+    bits = hl.reinterpret(hl.Int(64), v)
     e = hl.cast(hl.Int(32), (bits >> hl.i64(52)) & hl.i64(0x7FF)) - 1023
     m = hl.reinterpret(F64, (bits & hl.i64(2**52 - 1)) | hl.i64(1023 << 52))  # [1, 2)
     big = m > hl.f64(1.4142135623730951)
     m = hl.select(big, m * hl.f64(0.5), m)
     e = hl.select(big, e + 1, e)
-    s = (m - hl.f64(1.0)) / (m + hl.f64(1.0))
-    value = hl.cast(F64, e) * hl.f64(LN2) + s * _horner(_ATANH, s * s)
-    out = hl.cast(hl.Float(32), value)
-    out = hl.select(x == hl.f32(0.0), hl.f32(float("-inf")), out)
+    s = (m - hl.f64(1.0)) / (m + hl.f64(1.0))  # m - 1 is exact
+    return hl.cast(F64, e), s * _horner(_ATANH, s * s)
+
+
+def _log_result(x: E, value64: E, pole: float) -> E:
+    """`value64` rounded to float32: -inf where x == pole, NaN below, inf at inf, NaN x itself."""
+    x = ex(x)
+    out = hl.cast(hl.Float(32), value64)
+    out = hl.select(x == hl.f32(pole), hl.f32(float("-inf")), out)
     out = hl.select(x == hl.f32(float("inf")), x, out)
-    out = hl.select(x < hl.f32(0.0), hl.f32(float("nan")), out)
+    out = hl.select(x < hl.f32(pole), hl.f32(float("nan")), out)
     return hl.select(isnan(x), x, out)
+
+
+def _log32(x: E, e_scale: float, m_scale: float) -> E:
+    """log of float32 `x` in the base where log 2 = `e_scale` and log e = `m_scale`: powers of
+    two are exact in base 2 (log m = 0)."""
+    e, log_m = _log_parts(hl.cast(F64, x))
+    return _log_result(x, e * hl.f64(e_scale) + log_m * hl.f64(m_scale), 0.0)
+
+
+def _log1p32(x: E) -> E:
+    """log(1 + x): 1 + x is exact in float64 for |x| >= 2^-29, below that log1p(x) rounds to x."""
+    xd = hl.cast(F64, x)
+    e, log_m = _log_parts(hl.f64(1.0) + xd)
+    value = hl.select(hl.abs(xd) < hl.f64(2.0**-29), xd, e * hl.f64(LN2) + log_m)
+    return _log_result(x, value, -1.0)
+
+
+def _log2_libm(w: E) -> E:
+    return hl.log(w) / hl.f64(LN2)
+
+
+def _log10_libm(w: E) -> E:
+    return hl.log(w) / hl.f64(LN10)
+
+
+def _log1p_libm(x: E) -> E:
+    # Goldberg: log(u) * x / (u - 1) with u = 1 + x rounded.
+    u = hl.f64(1.0) + x
+    mid = hl.log(u) * (x / (u - hl.f64(1.0)))
+    return hl.select(u == hl.f64(1.0), x, hl.select(isinf(u) | (u <= hl.f64(0.0)), hl.log(u), mid))
 
 
 def _sigmoid_libm(x: E) -> E:
@@ -207,7 +243,23 @@ def tanh(x: E, target: hl.Target) -> E:
 
 def log(x: E, target: hl.Target) -> E:
     """Natural logarithm."""
-    return _log32(x) if fast(x, target) else via64(hl.log, x)
+    return _log32(x, LN2, 1.0) if fast(x, target) else via64(hl.log, x)
+
+
+def log2(x: E, target: hl.Target) -> E:
+    """Base-2 logarithm."""
+    return _log32(x, 1.0, 1.0 / LN2) if fast(x, target) else via64(_log2_libm, x)
+
+
+def log10(x: E, target: hl.Target) -> E:
+    """Base-10 logarithm."""
+    scales = (LN2 / LN10, 1.0 / LN10)
+    return _log32(x, *scales) if fast(x, target) else via64(_log10_libm, x)
+
+
+def log1p(x: E, target: hl.Target) -> E:
+    """log(1 + x), accurate near 0."""
+    return _log1p32(x) if fast(x, target) else via64(_log1p_libm, x)
 
 
 def _erf_parts(x: E) -> tuple[E, E, E]:

@@ -320,36 +320,6 @@ def ldexp(x: E, n: E) -> E:
     return x * pow2(n, x.type())
 
 
-def log2(x: E) -> E:
-    """Base-2 log (float64 intermediate for float32)."""
-    return via64(_log2_64, x)
-
-
-def log10(x: E) -> E:
-    """Base-10 log (float64 intermediate for float32)."""
-    return via64(_log10_64, x)
-
-
-def _log2_64(w: E) -> E:
-    return hl.log(w) / hl.f64(0.6931471805599453)
-
-
-def _log10_64(w: E) -> E:
-    return hl.log(w) / hl.f64(2.302585092994046)
-
-
-def _log1p64(x: E) -> E:
-    # Goldberg: log(u) * x / (u - 1) with u = 1 + x rounded.
-    u = hl.f64(1.0) + x
-    mid = hl.log(u) * (x / (u - hl.f64(1.0)))
-    return hl.select(u == hl.f64(1.0), x, hl.select(isinf(u) | (u <= hl.f64(0.0)), hl.log(u), mid))
-
-
-def log1p(x: E) -> E:
-    """log(1 + x), accurate near 0."""
-    return via64(_log1p64, x)
-
-
 def shl(a: E, b: E) -> E:
     """a << b; shifts past the width give 0 (torch)."""
     a, b = ex(a), ex(b)
@@ -442,6 +412,17 @@ def bucketize(
     return hl.cast(_TYPES[out_dtype], low)
 
 
-from polyduct_halide.hlexp import erf, erfc, exp, expm1, log, sigmoid, tanh  # noqa: F401
+from polyduct_halide.hlexp import (  # noqa: F401
+    erf,
+    erfc,
+    exp,
+    expm1,
+    log,
+    log1p,
+    log2,
+    log10,
+    sigmoid,
+    tanh,
+)
 from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401
 from polyduct_halide.hlreduce import REDUCTIONS, same_key, sorts_before  # noqa: F401

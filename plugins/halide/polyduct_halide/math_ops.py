@@ -144,10 +144,10 @@ class HalideElementwiseOps:
         return self._u("_m.log({x}, target)", x0)
 
     def log2(self, x0: HVal) -> HVal:
-        return self._m("log2", x0)
+        return self._u("_m.log2({x}, target)", x0)
 
     def log10(self, x0: HVal) -> HVal:
-        return self._m("log10", x0)
+        return self._u("_m.log10({x}, target)", x0)
 
     def sqrt(self, x0: HVal) -> HVal:
         return self._u("hl.sqrt({x})", x0)
@@ -207,7 +207,7 @@ class HalideElementwiseOps:
         return self._u("_m.expm1({x}, target)", x0)
 
     def log1p(self, x0: HVal) -> HVal:
-        return self._m("log1p", x0)
+        return self._u("_m.log1p({x}, target)", x0)
 
     def erf(self, x0: HVal) -> HVal:
         return self._u("_m.erf({x}, target)", x0)

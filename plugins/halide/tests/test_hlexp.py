@@ -17,12 +17,16 @@ SPECIAL = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), F32_MAX, -F32_M
 # exp overflows past 88.7228, is subnormal below -87.3365 and 0 below -103.9721
 EDGES = [88.72283, 88.72284, -87.33654, -87.3366, -103.97, -103.98, 1e-10, -1e-10, 0.5, 8.0]
 EDGES += [2.5, -2.5, 10.05, 10.06, -10.5, 0.49999997]  # erf's ranges, erfc's last subnormal
+EDGES += [-1.0, -0.99999994, -1.0000001, 2.0**-30, -(2.0**-30), 1024.0, 1000.0]  # log1p, log2
 FUNCTIONS: dict[str, tuple[Callable[[Any, hl.Target], Any], Callable[..., torch.Tensor]]] = {
     "exp": (hlexp.exp, torch.exp),
     "expm1": (hlexp.expm1, torch.expm1),
     "sigmoid": (hlexp.sigmoid, torch.sigmoid),
     "tanh": (hlexp.tanh, torch.tanh),
     "log": (hlexp.log, torch.log),
+    "log2": (hlexp.log2, torch.log2),
+    "log10": (hlexp.log10, torch.log10),
+    "log1p": (hlexp.log1p, torch.log1p),
     "erf": (hlexp.erf, torch.erf),
     "erfc": (hlexp.erfc, torch.erfc),
 }
