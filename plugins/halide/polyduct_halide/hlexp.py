@@ -1,4 +1,4 @@
-"""float32 exp, expm1, sigmoid, tanh, log, erf and erfc as vectorisable Halide expressions.
+"""float32 exp, expm1, sigmoid, tanh, logs, erf and erfc as vectorisable Halide expressions.
 
 Halide's own float32 `exp`/`log` are approximations that get inf and NaN wrong, and libm through
 float64 (`via64`) is one scalar call per element. On CPU targets the float32 argument is widened
@@ -9,8 +9,9 @@ to float64 (exact) and evaluated there with vector instructions only:
   P of degree 7 (relative error < 5e-12, `_EXPM1`); the scale 2^n built from exponent bits.
   Arguments are clamped to +-200 first: exp(+-200) is far outside float32 yet inside float64,
   so overflow to inf and underflow through float32 subnormals to 0 come from the final rounding.
-* log: x = 2^e m with m in [sqrt(1/2), sqrt(2)) from the bits; log(m) = 2 atanh(s), s = (m-1)/(m+1),
-  |s| < 0.172, by its odd series to s^19 (truncation < 1e-15 relative).
+* log, log2, log10, log1p: x (1 + x for log1p) = 2^e m with m in [sqrt(1/2), sqrt(2)) from the
+  bits; log(m) = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.172, by its odd series to s^19
+  (truncation < 1e-15 relative).
 * erf/erfc: a Taylor polynomial below 1/2, e^(-x^2) times fitted polynomials above (`_erf_parts`).
 
 The float64 value is within about 2e-11 (relative) of the true one and is rounded once to
