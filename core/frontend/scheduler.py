@@ -69,6 +69,13 @@ def _squeeze(ranges: Sequence[Expr]) -> tuple[Expr, ...]:
     return tuple(s for s in ranges if s != 1)
 
 
+def _squeeze_red(ranges: Sequence[Expr]) -> tuple[Expr, ...]:
+    """Reduction ranges without size-1 dims, but never none: a reduction over one element
+    (`x.sum(1)` of an (n, 1) tensor) stays a reduction of extent 1 for the backends."""
+    squeezed = _squeeze(ranges)
+    return squeezed or ((sympy.Integer(1),) if ranges else ())
+
+
 def _coords(ranges: Sequence[Expr], kvars: Sequence[Expr]) -> tuple[Expr, ...]:
     """Node coordinates: kernel variables at non-unit dims, 0 at size-1 dims."""
     it = iter(kvars)
@@ -95,7 +102,7 @@ def _place(
         else:
             return None
     elif node.kind == "reduction":
-        if sq != group.outer or _squeeze(node.reduction_ranges) != group.red:
+        if sq != group.outer or _squeeze_red(node.reduction_ranges) != group.red:
             return None
         kind, x, r = "reduce", _coords(node.ranges, xv), _coords(node.reduction_ranges, rv)
     else:
@@ -184,7 +191,7 @@ def schedule(graph: IRGraph) -> list[Item]:
         if last is not None and member is not None and _reads_ok(member, last):
             last.members.append(member)
             continue
-        group = Group(_squeeze(node.ranges), _squeeze(node.reduction_ranges))
+        group = Group(_squeeze(node.ranges), _squeeze_red(node.reduction_ranges))
         if node.kind in ("scan", "sort"):
             group = Group(tuple(node.ranges), tuple(node.reduction_ranges))
             xv, rv = index_vars("x", len(group.outer)), index_vars("r", len(group.red))

@@ -457,3 +457,24 @@ def test_arg_reductions_over_all_dims_native(backends: tuple[str, str], device: 
         )
 
     native(check(fn, backends, x, torch.randint(0, 3, (3, 4), device=device)))
+
+
+@pytest.mark.parametrize("shape", [(8, 1), (1, 1), (3, 1, 5), (1,)])
+def test_reductions_over_one_element_native(
+    backends: tuple[str, str], device: str, shape: tuple[int, ...]
+) -> None:
+    """Reductions whose reduced dims all have size 1 (each output reduces one element) are
+    still reductions for the backend: before, their kernels had no reduction range and the
+    C++ and Triton backends failed to compile them; the variance of one element divides by a
+    constant zero, which Halide refuses unless the divisor is hidden from it."""
+    x = _edgy(*shape, device=device, seed=3)
+    dim = 1 if len(shape) > 1 else 0
+
+    def fn(a: torch.Tensor) -> Any:
+        return (
+            a.sum(dim), a.amax(dim), a.argmax(dim), a.mean(dim, keepdim=True),
+            a.var(dim), a.var(dim, correction=0), torch.softmax(a, dim), a.prod(dim),
+            torch.var_mean(a, dim), (a > 0).int().sum(dim), a / 0.0,
+        )
+
+    native(check(fn, backends, x))
