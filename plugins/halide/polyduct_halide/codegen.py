@@ -129,6 +129,7 @@ def _params(out: IndentedBuffer, spec: KernelSpec, trace: KernelTrace) -> None:
         out.line(f"{names[sym.name]} = hl.Param(hl.Int(32), {string_literal(names[sym.name])})")
     outputs = ", ".join(f"{a}_out" for a in _outputs(spec, trace))
     out.line(f"NOFUSE = _rt.nofuse(target, [{outputs}])")
+    out.line(f"ZERO = _rt.opaque_zero([{outputs}])")
     out.line(f"XR = [{', '.join(trace.expr(r) for r in spec.ranges)}]")
     out.line(f"RR = [{', '.join(trace.expr(r) for r in spec.reduction_ranges)}]")
     xvars = ", ".join(f'hl.Var("x{i}")' for i in range(len(spec.ranges)))

@@ -14,6 +14,7 @@ from polyduct_halide.hlfmod import fmod, pow2
 from polyduct_halide.hlspecial import (  # noqa: F401
     alone,
     c,
+    div,
     ex,
     is_float,
     isfinite,

@@ -205,25 +205,40 @@ def split64(x: E) -> tuple[E, E]:
     return hi, x - hi
 
 
+def opaque(value: E, zero: E | None) -> E:
+    """`value` with its bits XOR-ed with `zero`, a run-time zero the compiler cannot see
+    (`runtime.opaque_zero`): the same value, about which neither Halide nor LLVM can reason.
+    None: `value` as it is."""
+    if zero is None:
+        return value
+    value = ex(value)
+    bits = hl.UInt(value.type().bits())
+    return hl.reinterpret(value.type(), hl.reinterpret(bits, value) ^ hl.cast(bits, zero))
+
+
 def alone(product: E, nofuse: E | None) -> E:
     """`product` as a value LLVM cannot fuse into a following add or subtract.
 
     Error-free transformations need each product rounded on its own, but LLVM's NVPTX backend
-    contracts `a*b + c` into `fma.rn.f64` whatever the target's StrictFloat says. XOR-ing the
-    product's bits with `nofuse`, a run-time zero the compiler cannot see (`runtime.nofuse`),
-    leaves an add of an integer operation, which no FMA pattern matches. None: the product as
-    it is (host targets honour StrictFloat; their code stays as it was).
+    contracts `a*b + c` into `fma.rn.f64` whatever the target's StrictFloat says. Made `opaque`
+    with `nofuse` (`runtime.nofuse`), the product reaches the add through an integer operation,
+    which no FMA pattern matches. None: the product as it is (host targets honour StrictFloat;
+    their code stays as it was).
     """
-    if nofuse is None:
-        return product
-    product = ex(product)
-    bits = hl.UInt(product.type().bits())
-    return hl.reinterpret(product.type(), hl.reinterpret(bits, product) ^ hl.cast(bits, nofuse))
+    return opaque(product, nofuse)
+
+
+def div(a: E, b: E, zero: E | None) -> E:
+    """Float `a / b`, IEEE also for a divisor that folds to a constant zero (x / 0.0, the
+    variance of one element): Halide refuses to compile a division by a constant zero, so the
+    divisor is made `opaque` with `zero` (`runtime.opaque_zero`)."""
+    return ex(a) / opaque(b, zero)
 
 
 __all__ = [
     "alone",
     "c",
+    "div",
     "erf",
     "erfc",
     "ex",
@@ -232,6 +247,7 @@ __all__ = [
     "isinf",
     "isnan",
     "neg",
+    "opaque",
     "signbit",
     "split64",
     "via64",

@@ -49,14 +49,16 @@ class HalideElementwiseOps:
     def neg(self, x0: HVal) -> HVal:
         return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)
 
+    # Float divisions go through `_m.div`: a divisor that folds to a constant zero must not
+    # reach Halide, which refuses to compile one.
     def truediv(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b("{a} / {b}", x0, x1)
+        return self._b("_m.div({a}, {b}, ZERO)", x0, x1)
 
     def div_rn(self, x0: HVal, x1: HVal) -> HVal:
-        return self._b("{a} / {b}", x0, x1)
+        return self._b("_m.div({a}, {b}, ZERO)", x0, x1)
 
     def int_truediv(self, x0: HVal, x1: HVal) -> HVal:
-        fmt = "hl.cast(hl.Float(32), hl.cast(hl.Float(64), {a}) / hl.cast(hl.Float(64), {b}))"
+        fmt = "hl.cast(hl.Float(32), _m.div(hl.cast(hl.Float(64), {a}), hl.cast(hl.Float(64), {b}), ZERO))"
         return self._b(fmt, x0, x1, torch.float32)
 
     def floordiv(self, x0: HVal, x1: HVal) -> HVal:
@@ -88,10 +90,10 @@ class HalideElementwiseOps:
         return self.mul(x0, x0)
 
     def reciprocal(self, x0: HVal) -> HVal:
-        return self._u("hl.cast({x}.type(), 1) / {x}", x0)
+        return self._u("_m.div(hl.cast({x}.type(), 1), {x}, ZERO)", x0)
 
     def rsqrt(self, x0: HVal) -> HVal:
-        return self._u("hl.cast({x}.type(), 1) / hl.sqrt({x})", x0)
+        return self._u("_m.div(hl.cast({x}.type(), 1), hl.sqrt({x}), ZERO)", x0)
 
     def relu(self, x0: HVal) -> HVal:
         if x0.dtype == BOOL:

@@ -217,17 +217,20 @@ def finish(
     return pipeline, params
 
 
-def nofuse(target: hl.Target, outputs: Sequence[hl.Func]) -> Any:
-    """A zero LLVM cannot see, for `hlmath.alone` on GPU targets; None on host targets.
+def opaque_zero(outputs: Sequence[hl.Func]) -> Any:
+    """A zero the compiler cannot see (for `hlspecial.opaque`), or None.
 
     It is the min of the first output's buffer: a run-time argument of the pipeline, and always 0
     (both launchers pass 1-D buffers from a tensor's first element, min 0: `aot.buffer`,
     `launch.as_buffer`), so no launcher needs a hidden argument. A kernel that stores nothing
     computes nothing either (None).
     """
-    if not target.has_gpu_feature() or not outputs:
-        return None
-    return outputs[0].output_buffer().dim(0).min()
+    return outputs[0].output_buffer().dim(0).min() if outputs else None
+
+
+def nofuse(target: hl.Target, outputs: Sequence[hl.Func]) -> Any:
+    """The opaque zero for `hlspecial.alone` on GPU targets; None on host targets."""
+    return opaque_zero(outputs) if target.has_gpu_feature() else None
 
 
 def require(target: hl.Target, cond: Any, value: Any, *args: Any) -> Any:
