@@ -37,6 +37,7 @@ VECTOR = 8  # lanes of a row reduction or a scatter (float32 in AVX2 registers)
 # column sum, one thread: 8 lanes 0.98 ms, 16 0.50, 32 0.24, 64 0.29; serial 6.4).
 ROW_LANES = 32
 TASKS = 32  # parallel tasks a loop is cut into, enough to balance a few dozen threads
+MIN_TASK_WORK = 16384  # elements a parallel task is given at least
 _GUARD = hl.TailStrategy.GuardWithIf  # RVars and outputs cannot round up: tails are predicated
 
 
@@ -63,15 +64,17 @@ def _step(index: sympy.Expr, var: sympy.Symbol) -> int | None:
     return int(step) if step.is_Integer else None
 
 
-def schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var], xr: list[Any]) -> None:
+def schedule(
+    sched: list[tuple[Any, ...]], xv: list[hl.Var], xr: list[Any], rr: Sequence[Any] = ()
+) -> None:
     """Schedule the Funcs and scatter updates recorded in `sched` (see `runtime.finish`);
-    `xr` are the extents of the kernel's pure variables `xv`."""
+    `xr` are the extents of the kernel's pure variables `xv`, `rr` its reduction extents."""
     updates: dict[str, int] = {}
     for entry in sched:
         if entry[0] == "root":
             entry[1].compute_root()
         elif entry[0] == "func":
-            _func(entry[1], xv, xr, entry[2] if len(entry) > 2 else "")
+            _func(entry[1], xv, xr, entry[2] if len(entry) > 2 else "", _product(list(rr)))
         else:
             _, func, rvars, atomic = entry
             k = updates.get(func.name(), 0)
@@ -80,7 +83,8 @@ def schedule(sched: list[tuple[Any, ...]], xv: list[hl.Var], xr: list[Any]) -> N
                 _scatter(func.update(k).allow_race_conditions(), func, k, rvars)
 
 
-def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str) -> None:
+def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str, row_work: Any) -> None:
+    """`row_work`: elements an update visits per output point (the reduction's extent)."""
     func.compute_root()
     if not xv:
         for k in range(func.num_update_definitions()):
@@ -95,10 +99,11 @@ def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str) -> None:
         if reduction and vector.startswith(ROWS):
             _side_by_side(func, k, xv, int(vector[len(ROWS) :] or 0))
             fused = _fused(stage, xv, f"{name}_u{k}")
-            stage.split(fused, rows, row, _task(total / ROW_LANES), _GUARD).parallel(rows)
+            task = _task(total / ROW_LANES, row_work * ROW_LANES)
+            stage.split(fused, rows, row, task, _GUARD).parallel(rows)
             continue
         fused = _fused(stage, xv, f"{name}_u{k}")
-        stage.split(fused, rows, row, _task(total), _GUARD).parallel(rows)
+        stage.split(fused, rows, row, _task(total, row_work), _GUARD).parallel(rows)
         if reduction and vector == LANES:
             _lanes(func, k, row)
 
@@ -156,14 +161,18 @@ def _scatter(stage: hl.Stage, func: hl.Func, k: int, rvars: list[Any]) -> None:
         vectors, lane = hl.RVar(f"{inner.name()}_o"), hl.RVar(f"{inner.name()}_i")
         stage.split(inner, vectors, lane, VECTOR, _GUARD).vectorize(lane)
         if len(rvars) == 1:
-            stage.parallel(vectors, _task(inner.extent() / VECTOR), _GUARD)
+            stage.parallel(vectors, _task(inner.extent() / VECTOR, VECTOR), _GUARD)
     if len(rvars) > 1 and _uses(func, k, rvars[0]):
-        stage.parallel(rvars[0], _task(rvars[0].extent()), _GUARD)
+        work = _product([r.extent() for r in rvars[1:]])
+        stage.parallel(rvars[0], _task(rvars[0].extent(), work), _GUARD)
 
 
-def _task(iterations: Any) -> Any:
-    """Iterations per parallel task: about `TASKS` tasks, at least one iteration each."""
-    return hl.max(hl.cast(hl.Int(32), iterations) / TASKS, 1)
+def _task(iterations: Any, work: Any = 1) -> Any:
+    """Iterations per parallel task: about `TASKS` tasks, but at least `MIN_TASK_WORK` elements
+    each, an iteration being `work` elements (a 64x64 kernel runs as one task: waking Halide's
+    thread pool costs more than it does)."""
+    work = hl.max(hl.cast(hl.Int(32), work), 1)
+    return hl.max(hl.cast(hl.Int(32), iterations) / TASKS, (MIN_TASK_WORK + work - 1) / work, 1)
 
 
 def _product(extents: list[Any]) -> Any:

@@ -202,8 +202,10 @@ def finish(
     xv: list[hl.Var],
     xr: list[Any],
     estimate: int = _ESTIMATE * _ESTIMATE,
+    rr: Sequence[Any] = (),
 ) -> tuple[hl.Pipeline, list[Any]]:
     """Schedule the pipeline of `outputs`; returns it and its arguments (outputs come after).
+    `xr` and `rr` are the kernel's outer and reduction extents.
 
     The caller compiles it: JIT (`compile_to_callable`) or ahead of time (`aot.py`).
     """
@@ -211,7 +213,7 @@ def finish(
     if schedule == "default" and target.has_gpu_feature():
         gpu.schedule(sched)
     elif schedule == "default":
-        cpu.schedule(sched, xv, xr)
+        cpu.schedule(sched, xv, xr, rr)
     elif schedule != "none":
         _autoschedule(schedule, pipeline, params, outputs, target, estimate)
     return pipeline, params

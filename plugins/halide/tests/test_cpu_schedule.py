@@ -14,6 +14,7 @@ import torch
 from polyduct.cache import import_module_file
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
+from polyduct_halide import cpu
 from polyduct_halide.backend import HalideBackend
 from polyduct_halide.cpu import LANES, ROWS, vectorisation
 
@@ -84,3 +85,16 @@ def test_reductions_are_vectorised(transposed: bool, tmp_path: Any) -> None:
     pipeline.compile_to_lowered_stmt(str(stmt), arguments, hl.StmtOutputFormat.Text, target)
     lanes = "x32" if transposed else "x8"
     assert f"float32{lanes}" in stmt.read_text()
+
+
+@pytest.mark.parametrize(
+    ("iterations", "work", "per_task"),
+    [(64, 64, 256), (1024, 1024, 32), ((1 << 20) // 8, 8, 4096), (10, 0, 16384)],
+    ids=["64x64-rows", "1024x1024-rows", "1M-vectors", "no-work"],
+)
+def test_parallel_tasks_are_not_smaller_than_min_work(
+    iterations: int, work: int, per_task: int
+) -> None:
+    """About `TASKS` tasks, but each gets at least `MIN_TASK_WORK` elements: a 64x64 kernel runs
+    as one task (64 rows of 64 per task: 0.066 -> 0.037 ms for a 64x64 softmax, 2 threads)."""
+    assert hl.evaluate(cpu._task(iterations, work)) == per_task
