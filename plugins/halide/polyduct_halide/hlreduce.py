@@ -84,21 +84,24 @@ def _pure(name: str, xv: list[hl.Var], value: E) -> hl.Func:
     return func
 
 
+def _flip(bits: E) -> E:
+    """Signed integer `bits` with the magnitude bits of negative values flipped: it maps a float's
+    bits to an integer ordered like the floats, and (being its own inverse) back."""
+    bits = ex(bits)
+    return bits ^ ((bits >> (bits.type().bits() - 1)) & bits.type().max())
+
+
 def _key(x: E) -> E:
     """Float `x` as a signed integer of its width ordered like the floats (-0 just below +0), NaN
     (either sign) above +inf for max or below -inf for min: `_unkey` of a max of keys is the
     max with NaN winning, exactly."""
     x = ex(x)
-    it = hl.Int(x.type().bits())
-    bits = hl.reinterpret(it, x)
-    # Negative floats order backwards as integers: flip their magnitude bits.
-    return bits ^ ((bits >> (x.type().bits() - 1)) & it.max())
+    return _flip(hl.reinterpret(hl.Int(x.type().bits()), x))
 
 
 def _unkey(key: E, t: hl.Type) -> E:
     """The float of type `t` whose `_key` is `key`; the NaN keys give NaNs."""
-    key = ex(key)
-    return hl.reinterpret(t, key ^ ((key >> (t.bits() - 1)) & key.type().max()))
+    return hl.reinterpret(t, _flip(key))
 
 
 def _extreme(name: str, xv: list[hl.Var], x: E, largest: bool, t: hl.Type) -> list[hl.Func]:

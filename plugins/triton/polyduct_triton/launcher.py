@@ -169,9 +169,10 @@ def _device_name(device):
     return torch.cuda.get_device_name(device)
 
 
-def _tuned(configs, tensors, sizes, xnumel, rnumel, idx64, err):
-    """The fastest candidate for this shape class on this device: benchmarked once, then read
-    from TUNING_CACHE by later processes, which compile only the winner."""
+def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The fastest candidate for `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this device:
+    benchmarked once, then read from TUNING_CACHE by later processes, which compile only the
+    winner."""
     if TUNING_CACHE is None:
         return _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
     import hashlib
@@ -180,8 +181,7 @@ def _tuned(configs, tensors, sizes, xnumel, rnumel, idx64, err):
     with open(__file__, "rb") as src:
         kernel = hashlib.sha256(src.read()).hexdigest()
     inputs = {"kernel": kernel, "device": _device_name(tensors[0].device),
-              "triton": triton.__version__,
-              "class": repr((_pow2(xnumel), _pow2(rnumel), bool(idx64)))}
+              "triton": triton.__version__, "class": repr(shape_class)}
 
     def build(tmp):
         best = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
@@ -202,7 +202,7 @@ def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
     if not AUTOTUNE or len(configs) == 1 or INTERPRET or small or device.type != "cuda":
         _BEST[key] = configs[0]
     else:
-        _BEST[key] = _tuned(configs, tensors, sizes, xnumel, rnumel, idx64, err)
+        _BEST[key] = _tuned(key[1:], configs, tensors, sizes, xnumel, rnumel, idx64, err)
     return _BEST[key]
 
 
