@@ -263,7 +263,8 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
         profiler.disable()
         with open(f"{profile}/cold_{name}_{variant}.txt", "w") as stream:
             pstats.Stats(profiler, stream=stream).sort_stats("cumulative").print_stats(45)
-    print(json.dumps({"seconds": seconds, "pid": os.getpid()}), flush=True)
+    print(json.dumps({"seconds": seconds, "pid": os.getpid(), "launchers": _launch_paths()}),
+          flush=True)
 
 
 COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune")
@@ -297,6 +298,8 @@ def cold_compile(
                                   check=False)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
             row[variant] = json.loads(lines[-1])["seconds"] if lines else None
+            if lines and variant.startswith("polyduct"):
+                row[f"{variant}_launchers"] = json.loads(lines[-1])["launchers"]
             if not lines:
                 row[f"{variant}_error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
         rows.append(row)
@@ -320,6 +323,21 @@ def _tuned_configs() -> list[dict[str, Any]]:
                               "rnumel_pow2": rp, "candidates": module._configs(xp, rp),
                               "chosen": cfg})
     return found
+
+
+def _launch_paths() -> dict[str, int]:
+    """How the polyduct-triton kernels loaded in this process launch, counted per launcher:
+    "torch" (torch's static CUDA launcher) or "triton" (the compiled kernel's own)."""
+    import sys
+
+    paths: dict[str, int] = {}
+    for module in list(sys.modules.values()):
+        compiled = getattr(module, "_COMPILED", None)
+        if isinstance(compiled, dict) and hasattr(module, "_configs"):
+            for launch in compiled.values():
+                via = getattr(launch, "via", "?")
+                paths[via] = paths.get(via, 0) + 1
+    return paths
 
 
 def _cold_table(rows: list[dict[str, Any]]) -> str:
@@ -389,6 +407,7 @@ def main() -> None:
     results += bench(64, 64, args.rounds, (torch.float32,))
     (args.out / "gpu_bench.json").write_text(json.dumps(results, indent=1))
     (args.out / "gpu_tuned.json").write_text(json.dumps(_tuned_configs(), indent=1))
+    (args.out / "gpu_launchers.json").write_text(json.dumps(_launch_paths()))
     table = _table(results)
     (args.out / "gpu_bench.md").write_text(table)
     print(table)

@@ -99,10 +99,13 @@ def _configs(xnumel, rnumel):
     return _dedup([first, (max(1, min(xp, budget // 256)), 256, 4)])
 
 
-# Direct launches: after the first launch of a config through the JIT, later launches with the
-# same specialisation call the compiled kernel's launcher themselves, skipping the JIT's per-call
-# argument binding (tens of microseconds, most of a small kernel's cost). Triton >= 3.4 (it has
-# `triton.knobs`) passes every bound argument, constexprs included, to that launcher.
+# Launches on GPUs (Triton >= 3.4, which has `triton.knobs`): the first launch of a (config,
+# specialisation) compiles through the JIT's warmup, which launches nothing; every launch then
+# skips the JIT's per-call argument binding (tens of microseconds, most of a small kernel's cost).
+# It goes through torch's precompiled CUDA launcher where torch has one, as Inductor does: Triton
+# 3.6 builds a C launcher with gcc for each new kernel signature instead (0.3 s the first time).
+# Otherwise it calls the compiled kernel's own launcher, which takes every bound argument,
+# constexprs included.
 DIRECT = not INTERPRET and hasattr(triton, "knobs")
 _COMPILED = {}
 
@@ -117,13 +120,57 @@ def _specialisation(args):
     )
 
 
-def _direct(compiled, grid0, device, args):
+def _torch_launcher_class():
+    import importlib
+
+    for module in ("torch._inductor.runtime.static_triton_launcher",
+                   "torch._inductor.runtime.static_cuda_launcher"):
+        try:
+            return importlib.import_module(module).StaticallyLaunchedCudaKernel
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def _static(compiled, device):
+    """`launch(grid0, stream, args)` through torch's static CUDA launcher, or None where torch
+    has none or it does not take this kernel (launch hooks set, scratch memory, other types)."""
+    cls = _torch_launcher_class()
+    cubins = [p for name, p in getattr(compiled, "metadata_group", {}).items()
+              if name.endswith(".cubin")]
+    if cls is None or not cubins:
+        return None
+    compiled._cubin_path = cubins[0]
+    try:
+        kernel = cls(compiled)
+        kernel.load_kernel(device)
+    except Exception:  # noqa: BLE001 - not launchable this way: Triton's own launcher runs it
+        return None
+    src = compiled.src
+    names = src.fn.arg_names
+    kinds = {names.index(k) if isinstance(k, str) else k: v for k, v in src.signature.items()}
+    runtime = [i for i in range(len(names)) if kinds.get(i) != "constexpr"]
+    run = kernel.run
+
+    def launch(grid0, stream, args):
+        run(grid0, 1, 1, stream, *[args[i] for i in runtime])
+
+    launch.via = "torch"
+    return launch
+
+
+def _triton_launch(compiled):
+    """`launch(grid0, stream, args)` through the compiled kernel's own launcher."""
     hooks = triton.knobs.runtime
-    stream = triton.runtime.driver.active.get_current_stream(device)
-    enter = hooks.launch_enter_hook
-    meta = None if enter is None else compiled.launch_metadata((grid0, 1, 1), stream, *args)
-    compiled.run(grid0, 1, 1, stream, compiled.function, compiled.packed_metadata, meta, enter,
-                 hooks.launch_exit_hook, *args)
+
+    def launch(grid0, stream, args):
+        enter = hooks.launch_enter_hook
+        meta = None if enter is None else compiled.launch_metadata((grid0, 1, 1), stream, *args)
+        compiled.run(grid0, 1, 1, stream, compiled.function, compiled.packed_metadata, meta,
+                     enter, hooks.launch_exit_hook, *args)
+
+    launch.via = "triton"
+    return launch
 
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
@@ -131,26 +178,27 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     grid0 = (xnumel + xb - 1) // xb
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
     persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
+    meta = {"XBLOCK": xb, "RBLOCK": rb, "IDX64": idx64, "PERSISTENT": persistent}
     if INTERPRET:
         # numpy computes the interpreted kernel: IEEE overflow, NaN and division by zero are
         # results here as on a GPU, not something to warn about
         import numpy
 
         with numpy.errstate(all="ignore"):
-            _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
+            _kernel[(grid0,)](*args, **meta)
         return
-    key = None
-    if DIRECT:
-        device = triton.runtime.driver.active.get_current_device()
-        key = (cfg, idx64, persistent, device, _specialisation(args))
-        compiled = _COMPILED.get(key)
-        if compiled is not None:
-            _direct(compiled, grid0, device, (*args, xb, rb, idx64, persistent))
-            return
-    compiled = _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
-                                 num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
-    if key is not None and compiled is not None and len(_kernel.arg_names) == len(args) + 4:
-        _COMPILED[key] = compiled
+    options = {"num_warps": warps, "enable_fp_fusion": FP_FUSION, **CUDA_OPTIONS}
+    if not DIRECT or len(_kernel.arg_names) != len(args) + len(meta):
+        _kernel[(grid0,)](*args, **meta, **options)
+        return
+    device = triton.runtime.driver.active.get_current_device()
+    key = (cfg, idx64, persistent, device, _specialisation(args))
+    launch = _COMPILED.get(key)
+    if launch is None:
+        compiled = _kernel.warmup(*args, grid=(grid0,), **meta, **options)
+        launch = _COMPILED[key] = _static(compiled, device) or _triton_launch(compiled)
+    launch(grid0, triton.runtime.driver.active.get_current_stream(device),
+           (*args, xb, rb, idx64, persistent))
 
 
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
