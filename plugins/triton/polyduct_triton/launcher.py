@@ -173,32 +173,39 @@ def _triton_launch(compiled):
     return launch
 
 
+def _compile(cfg, args, grid0, idx64, persistent):
+    """Compile one (config, specialisation) without launching it, and its launch function."""
+    xb, rb, warps = cfg
+    compiled = _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
+                              PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
+                              **CUDA_OPTIONS)
+    device = triton.runtime.driver.active.get_current_device()
+    return _static(compiled, device) or _triton_launch(compiled)
+
+
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     xb, rb, warps = cfg
     grid0 = (xnumel + xb - 1) // xb
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
     persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
-    meta = {"XBLOCK": xb, "RBLOCK": rb, "IDX64": idx64, "PERSISTENT": persistent}
-    if INTERPRET:
+    if DIRECT:
+        device = triton.runtime.driver.active.get_current_device()
+        key = (cfg, idx64, persistent, device, _specialisation(args))
+        launch = _COMPILED.get(key)
+        if launch is None:
+            launch = _COMPILED[key] = _compile(cfg, args, grid0, idx64, persistent)
+        launch(grid0, triton.runtime.driver.active.get_current_stream(device),
+               (*args, xb, rb, idx64, persistent))
+    elif INTERPRET:
         # numpy computes the interpreted kernel: IEEE overflow, NaN and division by zero are
         # results here as on a GPU, not something to warn about
         import numpy
 
         with numpy.errstate(all="ignore"):
-            _kernel[(grid0,)](*args, **meta)
-        return
-    options = {"num_warps": warps, "enable_fp_fusion": FP_FUSION, **CUDA_OPTIONS}
-    if not DIRECT or len(_kernel.arg_names) != len(args) + len(meta):
-        _kernel[(grid0,)](*args, **meta, **options)
-        return
-    device = triton.runtime.driver.active.get_current_device()
-    key = (cfg, idx64, persistent, device, _specialisation(args))
-    launch = _COMPILED.get(key)
-    if launch is None:
-        compiled = _kernel.warmup(*args, grid=(grid0,), **meta, **options)
-        launch = _COMPILED[key] = _static(compiled, device) or _triton_launch(compiled)
-    launch(grid0, triton.runtime.driver.active.get_current_stream(device),
-           (*args, xb, rb, idx64, persistent))
+            _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
+    else:
+        _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
+                          num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
 
 
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
