@@ -238,13 +238,34 @@ def check() -> list[dict[str, Any]]:
     return results
 
 
+def _block_step(variant: str) -> Callable[[], None]:
+    """A training step (forward and backward graphs, some 20 kernels) of a transformer block of
+    width 1024 on 8 x 512 tokens: what a first call costs for a real model's graphs."""
+    torch.manual_seed(0)
+    block = Block(1024, 16).cuda()
+    x = torch.randn(8, 512, 1024, device="cuda")
+    compiled = block if variant == "eager" else _compiled(block, variant)
+
+    def step() -> None:
+        compiled(x).square().mean().backward()
+
+    return step
+
+
+COLD_EXTRA = ("block_fwd_bwd",)  # cold-only workloads beside WORKLOADS
+
+
 def _cold_worker(name: str, dtype: str, variant: str) -> None:
     """In a fresh process on empty caches: CUDA and the compiler's modules made ready on an
     unrelated tiny graph, then the first call of `name` timed; prints one JSON line."""
     import os
 
-    fn, _ = WORKLOADS[name]
-    args = _inputs(name, 16384, 4096, getattr(torch, dtype))
+    if name in COLD_EXTRA:
+        first_call = _block_step(variant)
+    else:
+        fn, _ = WORKLOADS[name]
+        args = _inputs(name, 16384, 4096, getattr(torch, dtype))
+        first_call = lambda: _compiled(fn, variant)(*args)
     warm = _compiled(lambda t: t * 2 + 1, variant)  # imports, CUDA context, compile workers
     warm(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
@@ -256,7 +277,7 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
         profiler = cProfile.Profile()
         profiler.enable()
     start = time.perf_counter()
-    _compiled(fn, variant)(*args)
+    first_call()
     torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     if profile:
@@ -271,7 +292,8 @@ COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune")
 
 
 def cold_compile(
-    out: Path, profile: bool = False, compilers: tuple[str, ...] = COLD_VARIANTS
+    out: Path, profile: bool = False, compilers: tuple[str, ...] = COLD_VARIANTS,
+    extra: tuple[str, ...] = COLD_EXTRA,
 ) -> list[dict[str, Any]]:
     """First-call time of each workload and compiler, each in a fresh process whose Inductor,
     Triton and polyduct cache directories start empty (`compile_s` in the main table runs in
@@ -285,7 +307,7 @@ def cold_compile(
 
     rows = []
     dtype = "float32"
-    for name in WORKLOADS:
+    for name in (*WORKLOADS, *extra):
         row: dict[str, Any] = {"workload": name, "dtype": dtype}
         for variant in compilers:
             tmp = tempfile.mkdtemp(prefix="cold-")
@@ -394,7 +416,8 @@ def main() -> None:
         for name in set(WORKLOADS) - set(args.workloads):
             del WORKLOADS[name]
     if args.cold:
-        cold_compile(args.out, args.profile, tuple(args.cold_variants))
+        extra = tuple(n for n in COLD_EXTRA if not args.workloads or n in args.workloads)
+        cold_compile(args.out, args.profile, tuple(args.cold_variants), extra)
         return
     if not args.no_check:
         (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))
