@@ -311,6 +311,26 @@ def test_masked_load_shift() -> None:
     torch.testing.assert_close(out, torch.cat([torch.tensor([0.5]), t[:-1]]), equal_nan=True)
 
 
+def test_direct_index_outside_its_buffer_raises() -> None:
+    """A lane the mask keeps that loads or stores outside its buffer is a lowering bug (a GPU
+    kernel would read or write beside the tensor): the reference backend names it, unmasked
+    lanes excepted, instead of wrapping a negative index."""
+    t = randn(17, seed=12)
+    out = torch.empty(17)
+
+    def shifted(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        ops.store("out", x[0], ops.load("a", x[0] - 1))
+
+    with pytest.raises(KernelIndexError, match=r"k_test.*index -1.*buffer 'a'.*size 17"):
+        run((17,), (), [("outer", shifted)], _pw_buffers(17), (t, out))
+
+    def past_end(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
+        ops.store("out", x[0] + 1, ops.load("a", x[0]))
+
+    with pytest.raises(KernelIndexError, match=r"k_test.*index 17.*buffer 'out'.*size 17"):
+        run((17,), (), [("outer", past_end)], _pw_buffers(17), (t, out))
+
+
 def _gather_body(ops: Any, x: Sequence[sympy.Expr], r: Sequence[sympy.Expr]) -> None:
     where = ops.indirect_indexing(ops.load("idx", x[0]), sympy.Integer(10))
     ops.store("out", x[0], ops.load("a", where))

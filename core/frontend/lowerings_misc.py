@@ -109,7 +109,9 @@ def cat(ctx: LoweringContext, tensors: Sequence[Any], dim: int = 0) -> Lazy:
                     else _masked_load(ops, last, loaders[i], idx, dtype)
                 )
                 continue
-            take = _in_range(ops, idx[dim], None, offsets[i + 1])
+            # Both bounds: the masked load must not touch a middle input outside its slice (an
+            # index before it would read before the input's buffer).
+            take = _in_range(ops, idx[dim], offsets[i] if i else None, offsets[i + 1])
             value = ops.where(take, _masked_load(ops, take, loaders[i], idx, dtype), value)
         return value
 

@@ -38,13 +38,20 @@ def _as_index(index: Index, device: torch.device) -> Tensor:
     return torch.tensor(int(index), dtype=torch.int64, device=device)
 
 
-def load(buf: Tensor, index: Index, mask: Tensor | None = None) -> Tensor:
-    """Gather `buf[index]`; with a mask, masked-off lanes read element 0 (their value is unused)."""
+def load(
+    buf: Tensor, index: Index, mask: Tensor | None = None, kernel: str = "?", name: str = "?"
+) -> Tensor:
+    """Gather `buf[index]`; with a mask, masked-off lanes read element 0 (their value is unused).
+
+    Every lane the mask keeps must index inside the buffer: a real backend would read outside
+    it, so an index outside raises KernelIndexError naming the kernel and buffer.
+    """
     idx = _as_index(index, buf.device)
     if mask is not None:
         idx = torch.where(mask, idx, 0)
     if buf.numel() == 0:
         return torch.zeros(idx.shape, dtype=compute(buf.dtype), device=buf.device)
+    check_index(kernel, name, idx, buf.numel())
     return buf[idx].to(compute(buf.dtype))
 
 
@@ -54,9 +61,13 @@ def store(
     value: Tensor,
     mask: Tensor | None = None,
     mode: str | None = None,
+    kernel: str = "?",
+    name: str = "?",
 ) -> None:
-    """Scatter `value` into `buf` at `index` (rounded to buf's dtype); atomic_add accumulates."""
+    """Scatter `value` into `buf` at `index` (rounded to buf's dtype); atomic_add accumulates.
+    Every lane the mask keeps must index inside the buffer (as in `load`)."""
     idx = _as_index(index, buf.device)
+    check_index(kernel, name, idx, buf.numel(), mask)
     tensors = [idx, value] if mask is None else [idx, value, mask]
     idx, value, *rest = torch.broadcast_tensors(*tensors)
     idx, value = idx.reshape(-1), value.reshape(-1).to(buf.dtype)

@@ -132,7 +132,9 @@ class ReferenceOps(ReferenceMathOps):
             return self._typed(var, dtype)
         self._check_indirect(index, name)
         value = self._emit(
-            f"rm.load({var}, {self._render_index(index, 'load')}, {self._mask()})", reuse=False
+            f"rm.load({var}, {self._render_index(index, 'load')}, {self._mask()}, KERNEL, "
+            f"{string_literal(name)})",
+            reuse=False,
         )
         return self._typed(value, dtype)
 
@@ -146,7 +148,7 @@ class ReferenceOps(ReferenceMathOps):
             self._check_indirect(index, name)
             self.buffer.line(
                 f"rm.store({var}, {self._render_index(index, 'store')}, {value}, {self._mask()}, "
-                f"{'None' if mode is None else string_literal(mode)})"
+                f"{'None' if mode is None else string_literal(mode)}, KERNEL, {string_literal(name)})"
             )
         self.cse.invalidate()
 
