@@ -26,6 +26,8 @@ _SOURCE_ERRORS = tuple(
         getattr(getattr(triton.runtime, "errors", None), "InterpreterError", None),
     ) if e is not None
 )
+import os
+
 _BEST = {}
 # Set by the backend after import: a polyduct.cache.Cache keeping each shape class's tuned config
 # across processes (None: tuned configs live in this process only).
@@ -135,6 +137,8 @@ def _torch_launcher_class():
 def _static(compiled, device):
     """`launch(grid0, stream, args)` through torch's static CUDA launcher, or None where torch
     has none or it does not take this kernel (launch hooks set, scratch memory, other types)."""
+    if os.environ.get("POLYDUCT_TRITON_LAUNCHER") == "triton":
+        return None
     cls = _torch_launcher_class()
     cubins = [p for name, p in getattr(compiled, "metadata_group", {}).items()
               if name.endswith(".cubin")]
