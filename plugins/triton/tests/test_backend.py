@@ -88,6 +88,34 @@ def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
     assert len(tuned) == 3
 
 
+@pytest.mark.parametrize(("times", "best", "benchmarked"), [
+    ((0.01, 0.001, 0.001), 0, 1),  # the heuristic config is short: nothing else is compiled
+    ((0.2, 0.1, 0.3), 1, 3),
+])
+def test_tuning_benchmarks_others_only_for_long_kernels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: tuple[float, ...], best: int,
+    benchmarked: int,
+) -> None:
+    import triton.testing
+
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(_copy_spec("long"), device="cuda")).source
+    module = import_module_file(_write(tmp_path, source), f"long_{best}")
+    calls: list[Any] = []
+
+    def bench(fn: Any, warmup: int, rep: int) -> float:
+        calls.append(fn)
+        return times[len(calls) - 1]
+
+    monkeypatch.setattr(triton.testing, "do_bench", bench)
+    configs = module._configs(1 << 22, 0)
+    assert len(configs) == 3 and (times[0] < module.TUNE_MIN_MS) == (benchmarked == 1)
+    a = torch.randn(7)
+    chosen = module._tune(configs, (a, torch.empty(7)), (), 1 << 22, 0, False, None)
+    assert chosen == configs[best]
+    assert len(calls) == benchmarked
+
+
 def _write(directory: Path, text: str) -> Path:
     path = directory / "kernel_under_test.py"
     path.write_text(text)
