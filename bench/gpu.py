@@ -349,7 +349,7 @@ def _tuned_configs() -> list[dict[str, Any]]:
 
 def _launch_paths() -> dict[str, int]:
     """How the polyduct-triton kernels loaded in this process launch, counted per launcher:
-    "torch" (torch's static CUDA launcher) or "triton" (the compiled kernel's own)."""
+    "torch" (torch's static CUDA launcher) or "triton (why torch's does not)"."""
     import sys
 
     paths: dict[str, int] = {}

@@ -139,21 +139,22 @@ def _torch_launcher_class():
 
 
 def _static(compiled, device):
-    """`launch(grid0, stream, args)` through torch's static CUDA launcher, or None where torch
-    has none or it does not take this kernel (launch hooks set, scratch memory, other types)."""
+    """(`launch(grid0, stream, args)` through torch's static CUDA launcher, None), or (None,
+    why not): torch has none, or it does not take this kernel (launch hooks set, scratch
+    memory, other argument types)."""
     if os.environ.get("POLYDUCT_TRITON_LAUNCHER") == "triton":
-        return None
+        return None, "POLYDUCT_TRITON_LAUNCHER=triton"
     cls = _torch_launcher_class()
     cubins = [p for name, p in getattr(compiled, "metadata_group", {}).items()
               if name.endswith(".cubin")]
     if cls is None or not cubins:
-        return None
+        return None, "no static CUDA launcher in torch" if cls is None else "no cubin"
     compiled._cubin_path = cubins[0]
     try:
         kernel = cls(compiled)
         kernel.load_kernel(device)
-    except Exception:  # noqa: BLE001 - not launchable this way: Triton's own launcher runs it
-        return None
+    except Exception as exc:  # noqa: BLE001 - not launchable this way: Triton's launcher runs it
+        return None, f"{type(exc).__name__}: {exc}"
     src = compiled.src
     names = src.fn.arg_names
     kinds = {names.index(k) if isinstance(k, str) else k: v for k, v in src.signature.items()}
@@ -164,11 +165,12 @@ def _static(compiled, device):
         run(grid0, 1, 1, stream, *[args[i] for i in runtime])
 
     launch.via = "torch"
-    return launch
+    return launch, None
 
 
-def _triton_launch(compiled):
-    """`launch(grid0, stream, args)` through the compiled kernel's own launcher."""
+def _triton_launch(compiled, why):
+    """`launch(grid0, stream, args)` through the compiled kernel's own launcher (`why`: the
+    reason torch's static launcher does not run it)."""
     hooks = triton.knobs.runtime
 
     def launch(grid0, stream, args):
@@ -177,7 +179,7 @@ def _triton_launch(compiled):
         compiled.run(grid0, 1, 1, stream, compiled.function, compiled.packed_metadata, meta,
                      enter, hooks.launch_exit_hook, *args)
 
-    launch.via = "triton"
+    launch.via = f"triton ({why})"
     return launch
 
 
@@ -187,8 +189,8 @@ def _compile(cfg, args, grid0, idx64, persistent):
     compiled = _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
                               PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
                               **CUDA_OPTIONS)
-    device = triton.runtime.driver.active.get_current_device()
-    return _static(compiled, device) or _triton_launch(compiled)
+    launch, why = _static(compiled, triton.runtime.driver.active.get_current_device())
+    return launch or _triton_launch(compiled, why)
 
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):

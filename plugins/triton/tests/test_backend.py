@@ -116,6 +116,48 @@ def test_tuning_benchmarks_others_only_for_long_kernels(
     assert len(calls) == benchmarked
 
 
+def test_static_launch_takes_runtime_arguments_and_reports_refusals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launch through torch's static launcher passes only the kernel's runtime arguments
+    (constexprs, and integers Triton made constexpr, dropped); a refusal names its reason."""
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(_copy_spec("static"), device="cuda")).source
+    module = import_module_file(_write(tmp_path, source), "static_launch")
+    launched: list[tuple[Any, ...]] = []
+
+    class Launcher:
+        def __init__(self, compiled: Any) -> None:
+            self.compiled = compiled
+
+        def load_kernel(self, device: int) -> None:
+            self.device = device
+
+        def run(self, *args: Any) -> None:
+            launched.append(args)
+
+    class Refuses(Launcher):
+        def __init__(self, compiled: Any) -> None:
+            raise NotImplementedError("scratch memory")
+
+    names = list(module._kernel.arg_names)
+    assert names[:4] == ["in_ptr0", "out_ptr0", "xnumel", "rnumel"]
+    constexpr = {"rnumel", "XBLOCK", "RBLOCK", "IDX64", "PERSISTENT"}  # rnumel == 1 here
+    signature = {n: "constexpr" if n in constexpr else "i32" for n in names}
+    compiled = SimpleNamespace(metadata_group={"k.json": "/c/k.json", "k.cubin": "/c/k.cubin"},
+                               src=SimpleNamespace(fn=module._kernel, signature=signature))
+    module._torch_launcher_class = lambda: Launcher
+    launch, why = module._static(compiled, 0)
+    assert why is None and launch.via == "torch" and compiled._cubin_path == "/c/k.cubin"
+    launch(5, 77, ("a", "o", 7, 1, 1024, 1, False, True))
+    assert launched == [(5, 1, 1, 77, "a", "o", 7)]
+    module._torch_launcher_class = lambda: Refuses
+    assert module._static(compiled, 0) == (None, "NotImplementedError: scratch memory")
+    monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
+    assert module._static(compiled, 0) == (None, "POLYDUCT_TRITON_LAUNCHER=triton")
+    assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
+
+
 def _write(directory: Path, text: str) -> Path:
     path = directory / "kernel_under_test.py"
     path.write_text(text)
