@@ -2,9 +2,10 @@
 
 The launcher takes `(*tensors, *sizes)` (the calling convention of `polyduct.kernel`), computes
 xnumel/rnumel and the index width from the sizes, picks a config (a heuristic for small problems
-and under the interpreter; a short benchmark of at most 3 candidates, once per shape class, for
-large problems on GPUs), computes its grid and launches. Index-check failures recorded by the
-kernel are raised here as `KernelIndexError`.
+and under the interpreter; for large problems on GPUs a short benchmark of at most 3 candidates
+once per shape class, the others compiled only where the heuristic's kernel takes 0.05 ms or
+more), computes its grid and launches (through torch's static CUDA launcher where it can).
+Index-check failures recorded by the kernel are raised here as `KernelIndexError`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ _SOURCE_ERRORS = tuple(
         getattr(getattr(triton.runtime, "errors", None), "InterpreterError", None),
     ) if e is not None
 )
-import os
-
 _BEST = {}
 # Set by the backend after import: a polyduct.cache.Cache keeping each shape class's tuned config
 # across processes (None: tuned configs live in this process only).
@@ -142,6 +141,8 @@ def _static(compiled, device):
     """(`launch(grid0, stream, args)` through torch's static CUDA launcher, None), or (None,
     why not): torch has none, or it does not take this kernel (launch hooks set, scratch
     memory, other argument types)."""
+    import os
+
     if os.environ.get("POLYDUCT_TRITON_LAUNCHER") == "triton":
         return None, "POLYDUCT_TRITON_LAUNCHER=triton"
     cls = _torch_launcher_class()
