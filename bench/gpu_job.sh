@@ -3,13 +3,18 @@
 # FX plugins into the machine's Python; run the Triton conformance suite on CUDA tensors (split into
 # parallel processes by category and dtype, as compiling is CPU-bound) and the frontend's e2e suite
 # with kernels=triton on CUDA; then bench/gpu.py (correctness checks and the benchmark against eager
-# and Inductor) on a quiet GPU. Results in $OUT.
+# and Inductor) on a quiet GPU. Results in $OUT. POLYDUCT_GPU_COLD=1 runs the cold first-call
+# table (`bench.gpu --cold`) instead.
 set -uo pipefail
 OUT=${OUT:-out/gpu}
 LIMIT=${POLYDUCT_GPU_CONFORMANCE_LIMIT:-300}
 mkdir -p "$OUT/conformance"
 export PYTHONUNBUFFERED=1 POLYDUCT_CACHE_DIR=/tmp/polyduct-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton -e plugins/fx 2>&1 | tail -3
+if [ -n "${POLYDUCT_GPU_COLD:-}" ]; then  # only the cold first-call table: about 8 minutes
+    python3 -m bench.gpu --cold --profile --out "$OUT/cold" 2>&1 | tail -12
+    exit
+fi
 
 slice() {  # name, then conformance arguments
     local name=$1; shift
