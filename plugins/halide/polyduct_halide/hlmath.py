@@ -427,3 +427,4 @@ from polyduct_halide.hlexp import (  # noqa: F401
 )
 from polyduct_halide.hlrandom import rand, randint64, randn  # noqa: F401
 from polyduct_halide.hlreduce import REDUCTIONS, same_key, sorts_before  # noqa: F401
+from polyduct_halide.hltrig import cos, sin  # noqa: F401

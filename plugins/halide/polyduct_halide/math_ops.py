@@ -155,10 +155,10 @@ class HalideElementwiseOps:
         return self._u("hl.sqrt({x})", x0)
 
     def sin(self, x0: HVal) -> HVal:
-        return self._u("_m.via64(hl.sin, {x})", x0)
+        return self._u("_m.sin({x}, target)", x0)
 
     def cos(self, x0: HVal) -> HVal:
-        return self._u("_m.via64(hl.cos, {x})", x0)
+        return self._u("_m.cos({x}, target)", x0)
 
     def tan(self, x0: HVal) -> HVal:
         return self._u("_m.via64(hl.tan, {x})", x0)

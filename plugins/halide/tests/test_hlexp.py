@@ -1,4 +1,5 @@
-"""The vector float32 functions of `hlexp` against torch's float64 results rounded to float32."""
+"""The vector float32 functions of `hlexp` and `hltrig` against torch's float64 results rounded
+to float32."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import halide as hl
 import pytest
 import torch
 
-from polyduct_halide import hlexp
+from polyduct_halide import hlexp, hltrig
 
 TARGET = hl.get_host_target().with_feature(hl.TargetFeature.StrictFloat)
 F32_MAX = torch.finfo(torch.float32).max
@@ -18,6 +19,8 @@ SPECIAL = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), F32_MAX, -F32_M
 EDGES = [88.72283, 88.72284, -87.33654, -87.3366, -103.97, -103.98, 1e-10, -1e-10, 0.5, 8.0]
 EDGES += [2.5, -2.5, 10.05, 10.06, -10.5, 0.49999997]  # erf's ranges, erfc's last subnormal
 EDGES += [-1.0, -0.99999994, -1.0000001, 2.0**-30, -(2.0**-30), 1024.0, 1000.0]  # log1p, log2
+# sin/cos: the float32s nearest pi/2, pi, 3pi/2 and 2pi, large arguments and 2^100
+EDGES += [1.5707964, 3.1415927, 4.712389, 6.2831855, 105414350.0, 8388608.5, 16777216.0, 2.0**100]
 FUNCTIONS: dict[str, tuple[Callable[[Any, hl.Target], Any], Callable[..., torch.Tensor]]] = {
     "exp": (hlexp.exp, torch.exp),
     "expm1": (hlexp.expm1, torch.expm1),
@@ -29,6 +32,8 @@ FUNCTIONS: dict[str, tuple[Callable[[Any, hl.Target], Any], Callable[..., torch.
     "log1p": (hlexp.log1p, torch.log1p),
     "erf": (hlexp.erf, torch.erf),
     "erfc": (hlexp.erfc, torch.erfc),
+    "sin": (hltrig.sin, torch.sin),
+    "cos": (hltrig.cos, torch.cos),
 }
 
 
@@ -73,3 +78,11 @@ def test_float64_and_gpu_targets_keep_libm() -> None:
     assert hlexp.fast(hl.cast(hl.Float(32), x), TARGET)
     assert not hlexp.fast(hl.cast(hl.Float(64), x), TARGET)
     assert not hlexp.fast(hl.cast(hl.Float(32), x), TARGET.with_feature(hl.TargetFeature.CUDA))
+
+
+def test_trig_needs_strict_float_for_its_reduction() -> None:
+    """Without StrictFloat Halide may reassociate the reduction's sums: libm runs instead."""
+    x = hl.cast(hl.Float(32), hl.Var("x"))
+    assert hltrig._vector(x, TARGET)
+    assert not hltrig._vector(x, hl.get_host_target().without_feature(hl.TargetFeature.StrictFloat))
+    assert not hltrig._vector(x, TARGET.with_feature(hl.TargetFeature.CUDA))
