@@ -44,6 +44,10 @@ _TWO_OVER_PI = [
     float.fromhex("0x1.2083fcap-177"),
     float.fromhex("0x1.63abdebp-208"),
 ]
+# The products with the first _EXACT pieces can reach 4 and beyond: they are reduced mod 4 and
+# added exactly. The later pieces are below 2^-147, so |x| times each is below 2^-19 and is
+# simply added to the low word (its rounding error is below 2^-72).
+_EXACT = 5
 # sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2): Taylor coefficients, highest first.
 _SIN = [(-1) ** n / math.factorial(2 * n + 1) for n in range(7, 0, -1)]
 _COS = [(-1) ** n / math.factorial(2 * n) for n in range(8, 1, -1)]
@@ -59,10 +63,12 @@ def _reduce(x: E) -> tuple[E, E]:
     """(r, k mod 4) with |x| = (k + r / (pi/2)) pi/2 and |r| <= pi/4, in float64."""
     ax = hl.abs(hl.cast(F64, x))
     hi, lo = hl.f64(0.0), hl.f64(0.0)
-    for piece in _TWO_OVER_PI:
+    for piece in _TWO_OVER_PI[:_EXACT]:
         p = ax * hl.f64(piece)
         hi, err = _two_sum(hi, p - hl.f64(4.0) * hl.floor(p * hl.f64(0.25)))
         lo = lo + err
+    for piece in _TWO_OVER_PI[_EXACT:]:  # below 2^-19 for every float32: no mod, no two-sum
+        lo = lo + ax * hl.f64(piece)
     k = hl.floor(hi + hl.f64(0.5))
     fraction = (hi - k) + lo
     quadrant = k - hl.f64(4.0) * hl.floor(k * hl.f64(0.25))
