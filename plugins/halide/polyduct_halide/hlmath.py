@@ -23,6 +23,7 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     neg,
     signbit,
     split64,
+    two_sum,
     via64,
 )
 
@@ -206,12 +207,6 @@ def fma(x: E, y: E, z: E, nofuse: E | None = None) -> E:
     return x * y + z
 
 
-def _two_sum(a: E, b: E) -> tuple[E, E]:
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
 def _fma64(x: E, y: E, z: E, nofuse: E | None) -> E:
     # Boldo-Melquiond: x*y = ph + pl exactly (Dekker), ph + z = sh + sl exactly (Knuth), then
     # RN(sh + RO(pl + sl)) with RO rounding to odd: one correct rounding of x*y + z. Products or
@@ -224,8 +219,8 @@ def _fma64(x: E, y: E, z: E, nofuse: E | None) -> E:
     xh, xl = split64(x)
     yh, yl = split64(y)
     pl = ((mul(xh, yh) - ph) + mul(xh, yl) + mul(xl, yh)) + mul(xl, yl)
-    sh, sl = _two_sum(ph, z)
-    u, err = _two_sum(pl, sl)
+    sh, sl = two_sum(ph, z)
+    u, err = two_sum(pl, sl)
     ubits = hl.reinterpret(hl.Int(64), u)
     even = (ubits & 1) == 0
     toward = hl.select((err > hl.f64(0.0)) == (u > hl.f64(0.0)), ubits + 1, ubits - 1)

@@ -205,6 +205,13 @@ def split64(x: E) -> tuple[E, E]:
     return hi, x - hi
 
 
+def two_sum(a: E, b: E) -> tuple[E, E]:
+    """(a + b rounded, its rounding error) exactly (Knuth), in the order StrictFloat keeps."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
 def opaque(value: E, zero: E | None) -> E:
     """`value` with its bits XOR-ed with `zero`, a run-time zero the compiler cannot see
     (`runtime.opaque_zero`): the same value, about which neither Halide nor LLVM can reason.
@@ -250,5 +257,6 @@ __all__ = [
     "opaque",
     "signbit",
     "split64",
+    "two_sum",
     "via64",
 ]

@@ -15,8 +15,9 @@ float32, the largest included:
 
 The float64 value is rounded once to float32. On 1.34 million arguments (random bit patterns
 over the whole float32 range, a dense grid on [-50, 50], normal samples, special values) every
-result equals torch's float64 sin/cos rounded to float32. NaN and +-inf give NaN; sin keeps the
-sign of -0. The order of the sums matters, so this path needs StrictFloat (the backend's
+result equals torch's float64 sin/cos rounded to float32. NaN gives NaN, and so does +-inf
+without a test of its own (inf - 4 floor(inf / 4) is NaN in the reduction); sin keeps the sign
+of -0. The order of the sums matters, so this path needs StrictFloat (the backend's
 default); without it, and on GPU targets and for float64, libm through float64 (`via64`) runs.
 """
 
@@ -28,7 +29,7 @@ from typing import Any
 import halide as hl
 
 from polyduct_halide.hlexp import _float32, _horner, fast
-from polyduct_halide.hlspecial import ex, isinf, isnan, via64
+from polyduct_halide.hlspecial import ex, isnan, two_sum, via64
 
 E = Any
 F64 = hl.Float(64)
@@ -53,10 +54,9 @@ _SIN = [(-1) ** n / math.factorial(2 * n + 1) for n in range(7, 0, -1)]
 _COS = [(-1) ** n / math.factorial(2 * n) for n in range(8, 1, -1)]
 
 
-def _two_sum(a: E, b: E) -> tuple[E, E]:
-    s = a + b
-    v = s - a
-    return s, (a - (s - v)) + (b - v)
+def _mod4(v: E) -> E:
+    """`v` mod 4, exact for float64 `v` >= 0 (and 0 from 2^55 on, where `v` is a multiple of 8)."""
+    return v - hl.f64(4.0) * hl.floor(v * hl.f64(0.25))
 
 
 def _reduce(x: E) -> tuple[E, E]:
@@ -64,15 +64,13 @@ def _reduce(x: E) -> tuple[E, E]:
     ax = hl.abs(hl.cast(F64, x))
     hi, lo = hl.f64(0.0), hl.f64(0.0)
     for piece in _TWO_OVER_PI[:_EXACT]:
-        p = ax * hl.f64(piece)
-        hi, err = _two_sum(hi, p - hl.f64(4.0) * hl.floor(p * hl.f64(0.25)))
+        hi, err = two_sum(hi, _mod4(ax * hl.f64(piece)))
         lo = lo + err
     for piece in _TWO_OVER_PI[_EXACT:]:  # below 2^-19 for every float32: no mod, no two-sum
         lo = lo + ax * hl.f64(piece)
     k = hl.floor(hi + hl.f64(0.5))
     fraction = (hi - k) + lo
-    quadrant = k - hl.f64(4.0) * hl.floor(k * hl.f64(0.25))
-    return fraction * hl.f64(math.pi / 2), quadrant
+    return fraction * hl.f64(math.pi / 2), _mod4(k)
 
 
 def _sin_cos(r: E) -> tuple[E, E]:
@@ -87,10 +85,6 @@ def _quadrant(q: E, values: tuple[E, E, E, E]) -> E:
         q == hl.f64(0.0), values[0], q == hl.f64(1.0), values[1],
         q == hl.f64(2.0), values[2], values[3],
     )
-
-
-def _nan_for_inf(x: E, value: E) -> E:
-    return hl.select(isinf(ex(x)), hl.f32(math.nan), value)
 
 
 def _odd(value: E, x: E) -> E:
@@ -112,7 +106,7 @@ def sin(x: E, target: hl.Target) -> E:
         return via64(hl.sin, x)
     r, q = _reduce(x)
     s, c = _sin_cos(r)
-    return _nan_for_inf(x, _odd(_float32(x, _quadrant(q, (s, c, -s, -c))), x))
+    return _odd(_float32(x, _quadrant(q, (s, c, -s, -c))), x)
 
 
 def cos(x: E, target: hl.Target) -> E:
@@ -121,4 +115,4 @@ def cos(x: E, target: hl.Target) -> E:
         return via64(hl.cos, x)
     r, q = _reduce(x)
     s, c = _sin_cos(r)
-    return _nan_for_inf(x, _float32(x, _quadrant(q, (c, -s, -c, s))))
+    return _float32(x, _quadrant(q, (c, -s, -c, s)))

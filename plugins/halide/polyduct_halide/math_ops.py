@@ -28,6 +28,11 @@ class HalideElementwiseOps:
     def _m(self, fn: str, *xs: HVal) -> HVal:
         return self.em.emit(f"_m.{fn}({', '.join(x.code for x in xs)})", xs[0].dtype)
 
+    def _target(self, fn: str, x: HVal) -> HVal:
+        """`_m.<fn>(x, target)`: functions with vector float32 code on CPU targets (`hlexp`,
+        `hltrig`) and libm through float64 elsewhere."""
+        return self._u(f"_m.{fn}({{x}}, target)", x)
+
     def _m_exact(self, fn: str, *xs: HVal) -> HVal:
         """`_m.<fn>` built on products rounded on their own: it gets the module's `NOFUSE` (the
         run-time zero that keeps them out of FMA contraction on GPU targets, see `hlmath.alone`)."""
@@ -137,28 +142,28 @@ class HalideElementwiseOps:
 
     # unary float math that Halide has
     def exp(self, x0: HVal) -> HVal:
-        return self._u("_m.exp({x}, target)", x0)
+        return self._target("exp", x0)
 
     def exp2(self, x0: HVal) -> HVal:
         return self._u("_m.fpow(hl.cast({x}.type(), 2), {x})", x0)
 
     def log(self, x0: HVal) -> HVal:
-        return self._u("_m.log({x}, target)", x0)
+        return self._target("log", x0)
 
     def log2(self, x0: HVal) -> HVal:
-        return self._u("_m.log2({x}, target)", x0)
+        return self._target("log2", x0)
 
     def log10(self, x0: HVal) -> HVal:
-        return self._u("_m.log10({x}, target)", x0)
+        return self._target("log10", x0)
 
     def sqrt(self, x0: HVal) -> HVal:
         return self._u("hl.sqrt({x})", x0)
 
     def sin(self, x0: HVal) -> HVal:
-        return self._u("_m.sin({x}, target)", x0)
+        return self._target("sin", x0)
 
     def cos(self, x0: HVal) -> HVal:
-        return self._u("_m.cos({x}, target)", x0)
+        return self._target("cos", x0)
 
     def tan(self, x0: HVal) -> HVal:
         return self._u("_m.via64(hl.tan, {x})", x0)
@@ -179,7 +184,7 @@ class HalideElementwiseOps:
         return self._u("_m.via64(hl.cosh, {x})", x0)
 
     def tanh(self, x0: HVal) -> HVal:
-        return self._u("_m.tanh({x}, target)", x0)
+        return self._target("tanh", x0)
 
     def asinh(self, x0: HVal) -> HVal:
         return self._u("_m.via64(hl.asinh, {x})", x0)
@@ -203,19 +208,19 @@ class HalideElementwiseOps:
         return self._u("hl.round({x})", x0)
 
     def sigmoid(self, x0: HVal) -> HVal:
-        return self._u("_m.sigmoid({x}, target)", x0)
+        return self._target("sigmoid", x0)
 
     def expm1(self, x0: HVal) -> HVal:
-        return self._u("_m.expm1({x}, target)", x0)
+        return self._target("expm1", x0)
 
     def log1p(self, x0: HVal) -> HVal:
-        return self._u("_m.log1p({x}, target)", x0)
+        return self._target("log1p", x0)
 
     def erf(self, x0: HVal) -> HVal:
-        return self._u("_m.erf({x}, target)", x0)
+        return self._target("erf", x0)
 
     def erfc(self, x0: HVal) -> HVal:
-        return self._u("_m.erfc({x}, target)", x0)
+        return self._target("erfc", x0)
 
     # comparisons
     def eq(self, x0: HVal, x1: HVal) -> HVal:
