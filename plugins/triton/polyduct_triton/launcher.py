@@ -184,13 +184,13 @@ def _triton_launch(compiled, why):
     return launch
 
 
-def _compile(cfg, args, grid0, idx64, persistent):
+def _compile(cfg, args, grid0, idx64, persistent, device):
     """Compile one (config, specialisation) without launching it, and its launch function."""
     xb, rb, warps = cfg
     compiled = _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
                               PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
                               **CUDA_OPTIONS)
-    launch, why = _static(compiled, triton.runtime.driver.active.get_current_device())
+    launch, why = _static(compiled, device)
     return launch or _triton_launch(compiled, why)
 
 
@@ -204,7 +204,7 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         key = (cfg, idx64, persistent, device, _specialisation(args))
         launch = _COMPILED.get(key)
         if launch is None:
-            launch = _COMPILED[key] = _compile(cfg, args, grid0, idx64, persistent)
+            launch = _COMPILED[key] = _compile(cfg, args, grid0, idx64, persistent, device)
         launch(grid0, triton.runtime.driver.active.get_current_stream(device),
                (*args, xb, rb, idx64, persistent))
     elif INTERPRET:

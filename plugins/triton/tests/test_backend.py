@@ -51,9 +51,7 @@ def test_autotune_option_decides_whether_large_problems_benchmark(
 ) -> None:
     """The CUDA launcher of a 2**22-element pointwise kernel benchmarks its candidates unless
     `autotune=False`, which takes the heuristic config and compiles nothing else."""
-    be = TritonBackend(TritonOptions(autotune=autotune, cache=Cache(tmp_path)))
-    source = be.codegen(dataclasses.replace(_copy_spec(f"tune_{autotune}"), device="cuda"))
-    module = import_module_file(_write(tmp_path, source.source), f"tune_{autotune}")
+    module = _cuda_module(tmp_path, f"tune_{autotune}", autotune)
     tuned: list[Any] = []
     module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
     cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
@@ -98,9 +96,7 @@ def test_tuning_benchmarks_others_only_for_long_kernels(
 ) -> None:
     import triton.testing
 
-    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
-    source = be.codegen(dataclasses.replace(_copy_spec("long"), device="cuda")).source
-    module = import_module_file(_write(tmp_path, source), f"long_{best}")
+    module = _cuda_module(tmp_path, f"long_{best}")
     calls: list[Any] = []
 
     def bench(fn: Any, warmup: int, rep: int) -> float:
@@ -121,9 +117,7 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
 ) -> None:
     """The launch through torch's static launcher passes only the kernel's runtime arguments
     (constexprs, and integers Triton made constexpr, dropped); a refusal names its reason."""
-    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
-    source = be.codegen(dataclasses.replace(_copy_spec("static"), device="cuda")).source
-    module = import_module_file(_write(tmp_path, source), "static_launch")
+    module = _cuda_module(tmp_path, "static_launch")
     launched: list[tuple[Any, ...]] = []
 
     class Launcher:
@@ -156,6 +150,13 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
     monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
     assert module._static(compiled, 0) == (None, "POLYDUCT_TRITON_LAUNCHER=triton")
     assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
+
+
+def _cuda_module(tmp_path: Path, name: str, autotune: bool = True) -> Any:
+    """The generated module of a copy kernel for CUDA tensors, imported (nothing compiles)."""
+    be = TritonBackend(TritonOptions(autotune=autotune, cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(_copy_spec(name), device="cuda")).source
+    return import_module_file(_write(tmp_path, source), name)
 
 
 def _write(directory: Path, text: str) -> Path:
