@@ -269,6 +269,16 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
     warm = _compiled(lambda t: t * 2 + 1, variant)  # imports, CUDA context, compile workers
     warm(torch.ones(8, device="cuda"))
     torch.cuda.synchronize()
+    # Both compilers' pools of compile workers ready before the timed call (each compiles in its
+    # own process while its pool starts): what a long-running program sees.
+    if variant.startswith("polyduct"):
+        from polyduct_triton import precompile
+
+        precompile.start(timeout=120)
+    elif variant == "inductor":
+        from torch._inductor.async_compile import AsyncCompile
+
+        getattr(AsyncCompile, "wait_pool_ready", lambda timeout: None)(timeout=120)
     profile = os.environ.get("POLYDUCT_COLD_PROFILE")
     if profile:  # where the first call's time goes: cumulative times of the top 45 functions
         import cProfile
@@ -288,7 +298,8 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
           flush=True)
 
 
-COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune")
+# polyduct-serial: polyduct with no compile workers (every kernel compiled at its first launch)
+COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune", "polyduct-serial")
 
 
 def cold_compile(
@@ -313,6 +324,8 @@ def cold_compile(
             tmp = tempfile.mkdtemp(prefix="cold-")
             env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
                        TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
+            if variant == "polyduct-serial":
+                env["POLYDUCT_TRITON_COMPILE_WORKERS"] = "0"
             if profile:
                 env["POLYDUCT_COLD_PROFILE"] = str(out.resolve())
             cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
@@ -349,7 +362,8 @@ def _tuned_configs() -> list[dict[str, Any]]:
 
 def _launch_paths() -> dict[str, int]:
     """How the polyduct-triton kernels loaded in this process launch, counted per launcher:
-    "torch" (torch's static CUDA launcher) or "triton (why torch's does not)"."""
+    "torch" (torch's static CUDA launcher) or "triton (why torch's does not)"; and how many of
+    them compile workers built ahead of their first launch ("compiled by workers")."""
     import sys
 
     paths: dict[str, int] = {}
@@ -359,13 +373,16 @@ def _launch_paths() -> dict[str, int]:
             for launch in compiled.values():
                 via = getattr(launch, "via", "?")
                 paths[via] = paths.get(via, 0) + 1
+                if getattr(launch, "ahead", False):
+                    paths["compiled by workers"] = paths.get("compiled by workers", 0) + 1
     return paths
 
 
 def _cold_table(rows: list[dict[str, Any]]) -> str:
     """First-call seconds per compiler, and what each backend adds to the shared Dynamo +
     AOTAutograd floor ("backend s": first call minus `dynamo-aot`), as ratios to Inductor's."""
-    ours = ("polyduct", "polyduct-notune")
+    variants = [v for v in COLD_VARIANTS if any(v in row for row in rows)]
+    ours = tuple(v for v in variants if v.startswith("polyduct"))
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
@@ -377,14 +394,14 @@ def _cold_table(rows: list[dict[str, Any]]) -> str:
     def ratio(mine: float | None, theirs: float | None) -> str:
         return f"{mine / theirs:.2f}" if mine is not None and theirs else "-"
 
-    head = [f"{v} s" for v in COLD_VARIANTS]
+    head = [f"{v} s" for v in variants]
     head += [f"{v} / inductor" for v in ours]
     head += [f"backend s {v}" for v in ("inductor", *ours)]
     head += [f"backend {v} / inductor" for v in ours]
     lines = ["| workload | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for row in rows:
         backends = {v: backend(row, v) for v in ("inductor", *ours)}
-        cells = [cell(row.get(v)) for v in COLD_VARIANTS]
+        cells = [cell(row.get(v)) for v in variants]
         cells += [ratio(row.get(v), row.get("inductor")) for v in ours]
         cells += [cell(b) for b in backends.values()]
         cells += [ratio(backends[v], backends["inductor"]) for v in ours]

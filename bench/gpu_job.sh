@@ -4,7 +4,7 @@
 # parallel processes by category and dtype, as compiling is CPU-bound) and the frontend's e2e suite
 # with kernels=triton on CUDA; then bench/gpu.py (correctness checks and the benchmark against eager
 # and Inductor) on a quiet GPU. Results in $OUT. POLYDUCT_GPU_COLD=1 runs the cold first-call
-# table (`bench.gpu --cold`) instead.
+# table (`bench.gpu --cold`) instead; POLYDUCT_GPU_NO_BENCH=1 stops before bench/gpu.py.
 set -uo pipefail
 OUT=${OUT:-out/gpu}
 LIMIT=${POLYDUCT_GPU_CONFORMANCE_LIMIT:-300}
@@ -12,13 +12,17 @@ mkdir -p "$OUT/conformance"
 export PYTHONUNBUFFERED=1 POLYDUCT_CACHE_DIR=/tmp/polyduct-cache
 python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton -e plugins/fx 2>&1 | tail -3
 if [ -n "${POLYDUCT_GPU_COLD:-}" ]; then  # only the cold first-call table: about 8 minutes
-    python3 -m bench.gpu --cold --profile --out "$OUT/cold" 2>&1 | tail -12
+    python3 -m bench.gpu --cold --profile --out "$OUT/cold" \
+        --cold-variants ${POLYDUCT_GPU_COLD_VARIANTS:-dynamo-aot inductor polyduct polyduct-notune} \
+        2>&1 | tail -12
     exit
 fi
 
 slice() {  # name, then conformance arguments
     local name=$1; shift
-    timeout "$LIMIT" python3 -m polyduct conformance --backend triton --device cuda \
+    # 27 processes at once: no compile workers each (their one-kernel graphs gain nothing)
+    POLYDUCT_TRITON_COMPILE_WORKERS=0 timeout "$LIMIT" \
+        python3 -m polyduct conformance --backend triton --device cuda \
         --json "$OUT/conformance/$name.json" "$@" > "$OUT/conformance/$name.txt" 2>&1
     echo "$name: exit $? $(tail -1 "$OUT/conformance/$name.txt")"
 }
@@ -48,4 +52,5 @@ fi
 wait
 grep -h "^FAILED" "$OUT"/conformance/*.txt | sort | tee "$OUT/conformance_failed.txt" | head -60
 tar -C "$OUT" -czf "$OUT/conformance.tgz" conformance && rm -rf "$OUT/conformance"
+[ -n "${POLYDUCT_GPU_NO_BENCH:-}" ] && exit  # the conformance and e2e checks only
 python3 -m bench.gpu --out "$OUT" 2>&1 | tail -40

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, final
 
 import torch
@@ -14,6 +15,7 @@ import triton
 from polyduct.cache import Cache, default_cache, import_module_file
 from polyduct.errors import InvalidOption
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
+from polyduct_triton import precompile
 from polyduct_triton.codegen import generate
 from polyduct_triton.ops import UNSUPPORTED, TritonOps
 
@@ -70,9 +72,11 @@ class TritonBackend(KernelBackend):
         return KernelSource(spec.name, self.name, source)
 
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
-        return {src.name: self._load_one(src) for src in sources}
+        modules = [self._load_one(src) for src in sources]
+        precompile.submit(modules)  # compile workers start on the graph's kernels now
+        return {src.name: m.launch for src, (m, _) in zip(sources, modules, strict=True)}
 
-    def _load_one(self, src: KernelSource) -> KernelFn:
+    def _load_one(self, src: KernelSource) -> tuple[ModuleType, Path]:
         cache = self.options.cache or default_cache()
         device = src.source.split("\n", 1)[0].rsplit(" on ", 1)[-1]
         key = {
@@ -90,8 +94,7 @@ class TritonBackend(KernelBackend):
         digest = hashlib.sha256(src.source.encode()).hexdigest()[:16]
         module = import_module_file(entry / "kernel.py", f"polyduct_triton_k_{digest}")
         module.TUNING_CACHE = cache  # tuned configs outlive the process
-        launch: KernelFn = module.launch
-        return launch
+        return module, entry / "kernel.py"
 
 
 def _device_name(device: str) -> str:

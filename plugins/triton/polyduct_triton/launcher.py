@@ -115,11 +115,18 @@ DIRECT = not INTERPRET and hasattr(triton, "knobs")
 _COMPILED = {}
 
 
+# Set by the backend after import: (config, idx64, persistent, specialisation) -> the Future of
+# that compile in a worker process (polyduct_triton.precompile), awaited by its first launch.
+PRECOMPILED = {}
+
+
 def _specialisation(args):
-    # What Triton specialises a compiled kernel on: 16-byte aligned pointers; integers equal
-    # to 1, divisible by 16, or wider than 32 bits.
+    # What Triton specialises a compiled kernel on: 16-byte aligned pointers (a dtype stands for
+    # an aligned tensor, as in Triton's warmup); integers equal to 1, divisible by 16, or wider
+    # than 32 bits.
     return tuple(
         a.data_ptr() % 16 == 0 if isinstance(a, torch.Tensor)
+        else True if isinstance(a, torch.dtype)
         else (a == 1, a % 16 == 0, -(2**31) <= a < 2**31)
         for a in args
     )
@@ -184,14 +191,36 @@ def _triton_launch(compiled, why):
     return launch
 
 
-def _compile(cfg, args, grid0, idx64, persistent, device):
-    """Compile one (config, specialisation) without launching it, and its launch function."""
+def warmup(cfg, args, grid0, idx64, persistent):
+    """Compile one (config, specialisation) without launching it: here before a first launch,
+    and in compile workers ahead of it (where `args` has dtypes in place of tensors)."""
     xb, rb, warps = cfg
-    compiled = _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
-                              PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
-                              **CUDA_OPTIONS)
+    return _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
+                          PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
+                          **CUDA_OPTIONS)
+
+
+def _from_worker(key):
+    """Whether a compile worker built this (config, specialisation) into Triton's cache. A job
+    no worker has started yet is cancelled (compiling here is sooner than waiting), as is one
+    that failed or outlived the wait: then the first launch compiles it (and reports errors)."""
+    future = PRECOMPILED.pop(key, None)
+    if future is None or future.cancel():
+        return False
+    try:
+        return future.result(timeout=600) is None
+    except Exception:  # noqa: BLE001 - a worker died or hung: compiled here instead
+        return False
+
+
+def _compile(cfg, args, grid0, idx64, persistent, device, key):
+    """The launch function of one (config, specialisation), compiled without launching."""
+    ahead = _from_worker(key)
+    compiled = warmup(cfg, args, grid0, idx64, persistent)
     launch, why = _static(compiled, device)
-    return launch or _triton_launch(compiled, why)
+    launch = launch or _triton_launch(compiled, why)
+    launch.ahead = ahead  # True: a worker compiled it, this process loaded it from the cache
+    return launch
 
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
@@ -201,10 +230,11 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
     if DIRECT:
         device = triton.runtime.driver.active.get_current_device()
-        key = (cfg, idx64, persistent, device, _specialisation(args))
-        launch = _COMPILED.get(key)
+        key = (cfg, idx64, persistent, _specialisation(args))
+        launch = _COMPILED.get((device, key))
         if launch is None:
-            launch = _COMPILED[key] = _compile(cfg, args, grid0, idx64, persistent, device)
+            launch = _COMPILED[device, key] = _compile(cfg, args, grid0, idx64, persistent,
+                                                       device, key)
         launch(grid0, triton.runtime.driver.active.get_current_stream(device),
                (*args, xb, rb, idx64, persistent))
     elif INTERPRET:
@@ -264,18 +294,37 @@ def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
     return best if best in configs else configs[0]
 
 
+def _candidates(xnumel, rnumel, cuda):
+    """The configs a first launch may compile: all candidates where it tunes, else the heuristic."""
+    configs = _configs(xnumel, rnumel)
+    small = xnumel * max(rnumel, 1) < TUNE_MIN_NUMEL
+    return configs if AUTOTUNE and cuda and not (INTERPRET or small) else configs[:1]
+
+
 def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
     device = tensors[0].device
     key = (device, _pow2(xnumel), _pow2(rnumel), idx64)
     if key in _BEST:
         return _BEST[key]
-    configs = _configs(xnumel, rnumel)
-    small = xnumel * max(rnumel, 1) < TUNE_MIN_NUMEL
-    if not AUTOTUNE or len(configs) == 1 or INTERPRET or small or device.type != "cuda":
+    configs = _candidates(xnumel, rnumel, device.type == "cuda")
+    if len(configs) == 1:
         _BEST[key] = configs[0]
     else:
         _BEST[key] = _tuned(key[1:], configs, tensors, sizes, xnumel, rnumel, idx64, err)
     return _BEST[key]
+
+
+def _jobs(args, xnumel, rnumel, idx64):
+    """(key, warmup arguments) of each config the first launch with `args` (dtypes in place of
+    tensors) may compile, heuristic first: what compile workers can build ahead of it."""
+    if not DIRECT or xnumel <= 0:
+        return []
+    jobs = []
+    for cfg in _candidates(xnumel, rnumel, True):
+        persistent = cfg[1] >= rnumel
+        key = (cfg, idx64, persistent, _specialisation(args))
+        jobs.append((key, (cfg, args, (xnumel + cfg[0] - 1) // cfg[0], idx64, persistent)))
+    return jobs
 
 
 def _run(tensors, sizes, xnumel, rnumel, idx64, err):
@@ -327,6 +376,17 @@ CONTRACTIBLE = frozenset({
 })
 
 
+def _static_jobs(spec: KernelSpec, ctx: KernelContext) -> list[str]:
+    # The kernel's arguments as a first launch passes them, dtypes in place of tensors.
+    if spec.size_args:
+        return ["    return []"]
+    dtypes = [str(b.dtype) for b in spec.args]
+    err = ", torch.int64" if ctx.checks else ""  # the index-check flags
+    return ["    xnumel, rnumel, idx64 = _shape()",
+            f"    args = ({''.join(d + ', ' for d in dtypes)}xnumel, rnumel{err})",
+            "    return _jobs(args, xnumel, rnumel, idx64)"]
+
+
 def render_launcher(
     spec: KernelSpec, ctx: KernelContext, body_lines: int, autotune: bool = True
 ) -> str:
@@ -354,12 +414,21 @@ def render_launcher(
         f"ASSERTS = {{{asserts}}}",
         _RUNTIME,
         "",
-        f"def launch({', '.join(tensors + sizes)}):",
+        f"def _shape({', '.join(sizes)}):",
         f"    xnumel = int({_py(ctx, product(spec.ranges))})",
         f"    rnumel = int({_py(ctx, product(spec.reduction_ranges))})",
+        f"    return xnumel, rnumel, max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
+        "",
+        "",
+        "def jobs():",
+        '    """What compile workers can build before the first launch: known when sizes are."""',
+        *_static_jobs(spec, ctx),
+        "",
+        "",
+        f"def launch({', '.join(tensors + sizes)}):",
+        f"    xnumel, rnumel, idx64 = _shape({', '.join(sizes)})",
         "    if xnumel <= 0:",
         "        return",
-        f"    idx64 = max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
         f"    tensors = ({', '.join(_arg(b.dtype, t, ctx.interpret) for b, t in pairs)}{',' if tensors else ''})",
         f"    sizes = ({', '.join(sizes)}{',' if sizes else ''})",
     ]

@@ -1,0 +1,224 @@
+"""Compile workers: a graph's kernels compiled in parallel, ahead of their first launches.
+
+Triton compiles one kernel in 0.05-0.8 s of Python, MLIR, LLVM and ptxas; a graph's first call
+would otherwise compile its kernels, and each kernel's tuning candidates, one after another.
+When the backend loads a graph's kernels it hands every (config, specialisation) their first
+launches may compile (`jobs()` of each generated module: known when the sizes are static) to a
+pool of worker processes. A worker compiles through the same `warmup` call as the launch, with
+dtypes in place of tensors and the parent's GPU target, into Triton's on-disk cache; the first
+launch then waits for its job, and its own `warmup` finds the result in the cache. Jobs no
+worker has started when their launch comes are cancelled and compiled in the launching process,
+so the pool never delays a launch (its workers take 1-2 s to start). Workers never touch the
+GPU: they compile for the target they are told.
+
+The workers are Python processes running `serve_worker`, speaking pickled messages over their
+stdin and stdout; `POLYDUCT_TRITON_COMPILE_WORKERS` sets how many (0: none; default: the CPUs
+this process may run on, less one, at most 16). They exit when the process that started them
+does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from pathlib import Path
+from types import ModuleType
+from typing import IO, Any
+
+WORKERS_ENV = "POLYDUCT_TRITON_COMPILE_WORKERS"
+_HEURISTIC, _CANDIDATE = 0, 1  # job priorities: every kernel's heuristic config comes first
+_WORKER = "from polyduct_triton.precompile import serve_worker; serve_worker()"
+
+
+def worker_count() -> int:
+    """How many compile workers to run: `POLYDUCT_TRITON_COMPILE_WORKERS`, else CPUs less one."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value:
+        try:
+            return max(0, int(value))
+        except ValueError:
+            from polyduct.errors import InvalidOption
+
+            raise InvalidOption("triton", WORKERS_ENV, value, "a worker count") from None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(0, min(16, (cpus or 1) - 1))
+
+
+class CompilePool:
+    """Worker processes taking compile jobs by priority, each job's outcome a `Future`: None
+    once its kernel is in Triton's cache, else the worker's error text."""
+
+    def __init__(self, workers: int) -> None:
+        self._jobs: queue.PriorityQueue[tuple[int, int, Future[str | None], Any]] = (
+            queue.PriorityQueue())
+        self._order = itertools.count()
+        self._workers = workers
+        self._started = 0  # workers ready or failed to start
+        self._start = threading.Condition()
+        for _ in range(workers):
+            threading.Thread(target=self._serve, daemon=True, name="polyduct-compile").start()
+
+    def submit(self, job: dict[str, Any], priority: int) -> Future[str | None]:
+        future: Future[str | None] = Future()
+        self._jobs.put((priority, next(self._order), future, job))
+        return future
+
+    def wait_started(self, timeout: float) -> bool:
+        """Wait until every worker is ready (or failed to start); False if `timeout` passed."""
+        with self._start:
+            return self._start.wait_for(lambda: self._started == self._workers, timeout)
+
+    def _serve(self) -> None:
+        """One worker's life: start it, then feed it jobs until it dies."""
+        pipes = None
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE)
+            if proc.stdin is not None and proc.stdout is not None:
+                _read(proc.stdout)  # ready: torch and Triton imported
+                pipes = proc.stdin, proc.stdout
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass  # no worker: queued jobs are cancelled by their launches, compiled there
+        with self._start:
+            self._started += 1
+            self._start.notify_all()
+        while pipes is not None:
+            _, _, future, job = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                _write(pipes[0], job)
+                future.set_result(_read(pipes[1]))
+            except (OSError, EOFError, pickle.UnpicklingError) as exc:
+                future.set_exception(RuntimeError(f"compile worker {proc.pid} died: {exc}"))
+                return
+
+
+_POOL: CompilePool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def pool() -> CompilePool | None:
+    """The process's compile pool, started on first use; None with no workers configured."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None and (count := worker_count()) > 0:
+            _POOL = CompilePool(count)
+        return _POOL
+
+
+def start(timeout: float = 0.0) -> bool:
+    """Start the compile workers now rather than at the first graph's load (they take 1-2 s),
+    waiting up to `timeout` seconds for them; True when all are ready (False: none configured,
+    or still starting)."""
+    workers = pool()
+    return workers is not None and workers.wait_started(timeout)
+
+
+def submit(modules: list[tuple[ModuleType, Path]]) -> int:
+    """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only): every
+    heuristic config first, then tuning candidates. Returns how many were queued."""
+    work = [(m, path, m.jobs()) for m, path in modules]
+    work = [w for w in work if w[2]]
+    target_pool = pool() if work else None
+    if target_pool is None:
+        return 0
+    import triton
+
+    target = triton.runtime.driver.active.get_current_target()
+    env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
+    queued = 0
+    for module, path, jobs in work:
+        for rank, (key, args) in enumerate(jobs):
+            job = {"path": str(path), "module": module.__name__, "args": args, "env": env,
+                   "target": (target.backend, target.arch, target.warp_size)}
+            module.PRECOMPILED[key] = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)
+            queued += 1
+    return queued
+
+
+def _write(stream: IO[bytes], obj: object) -> None:
+    data = pickle.dumps(obj)
+    stream.write(len(data).to_bytes(8, "little") + data)
+    stream.flush()
+
+
+def _read(stream: IO[bytes]) -> Any:
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("compile worker closed its pipe")
+    return pickle.loads(stream.read(int.from_bytes(head, "little")))
+
+
+class _TargetDriver:
+    """What Triton's JIT asks of the active driver to compile (not launch) for a given target,
+    with no GPU: the device (the target stands for it), a stream and the target."""
+
+    def __init__(self) -> None:
+        self.target: Any = None
+
+    def get_current_device(self) -> Any:
+        return self.target
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+
+def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _TargetDriver) -> None:
+    from triton.backends.compiler import GPUTarget
+
+    for key in [k for k in os.environ if k.startswith("TRITON_") and k not in job["env"]]:
+        del os.environ[key]
+    os.environ.update(job["env"])
+    driver.target = GPUTarget(*job["target"])
+    module = modules.get(job["path"])
+    if module is None:
+        spec = importlib.util.spec_from_file_location(job["module"], job["path"])
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[job["module"]] = module
+        spec.loader.exec_module(module)
+        modules[job["path"]] = module
+    module.warmup(*job["args"])
+
+
+def serve_worker() -> None:
+    """A compile worker's loop: a job from stdin, its outcome to stdout, until stdin closes."""
+    # Replies go to the original stdout; anything else printed goes to stderr.
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    import torch  # noqa: F401 - generated modules import it; loaded before the first job
+    import triton
+
+    driver = _TargetDriver()
+    triton.runtime.driver.set_active(driver)
+    for where in ("triton.runtime.cache", "triton.compiler.compiler"):
+        # Triton hashes its own library once per process for its cache keys (0.4 s): before
+        # "ready", not in the first job.
+        key = getattr(importlib.import_module(where), "triton_key", None)
+        if callable(key):
+            key()
+            break
+    modules: dict[str, ModuleType] = {}
+    _write(out, "ready")
+    while True:
+        try:
+            job = _read(sys.stdin.buffer)
+        except EOFError:
+            return
+        try:
+            _compile_job(job, modules, driver)
+            _write(out, None)
+        except Exception as exc:  # noqa: BLE001 - reported; the launch compiles it and raises
+            _write(out, f"{type(exc).__name__}: {exc}")
+

@@ -1,0 +1,143 @@
+"""Compile workers: what they build is what first launches load; the pool never delays a launch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sympy
+import torch
+from kernels import buf, spec
+
+from polyduct.cache import Cache, import_module_file
+from polyduct.errors import InvalidOption
+from polyduct_triton import TritonBackend, TritonOptions, precompile
+
+# Run without the interpreter (Triton reads TRITON_INTERPRET at import): the backend loads CUDA
+# kernels of three shapes, compiles them for sm_90 in two workers (no GPU is needed to compile),
+# then this process compiles each job's (config, specialisation) again with real tensors, which
+# must find every one in Triton's cache: no new cache entry.
+_SCRIPT = r"""
+import dataclasses, json, sys
+from pathlib import Path
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from polyduct.cache import Cache
+from polyduct_triton import TritonBackend, TritonOptions
+from polyduct_triton.precompile import _TargetDriver
+from test_precompile import specs
+
+driver = _TargetDriver()
+driver.target = GPUTarget("cuda", 90, 32)
+triton.runtime.driver.set_active(driver)
+cache = Path(sys.argv[1])
+be = TritonBackend(TritonOptions(cache=Cache(cache / "polyduct")))
+sources = [be.codegen(dataclasses.replace(s, device="cuda")) for s in specs()]
+launches = be.load(sources)
+report = {"jobs": {}, "new_entries": None}
+modules = [fn.__globals__ for fn in launches.values()]
+for m in modules:
+    report["jobs"][m["NAME"]] = [[list(k[0]), f.result(timeout=300)] for k, f in m["PRECOMPILED"].items()]
+before = set((cache / "triton").iterdir())
+for m in modules:
+    for key, (cfg, args, grid0, idx64, persistent) in m["jobs"]():
+        real = tuple(torch.empty(4, dtype=a) if isinstance(a, torch.dtype) else a for a in args)
+        assert m["_specialisation"](real) == key[3]
+        m["warmup"](cfg, real, grid0, idx64, persistent)
+report["new_entries"] = len(set((cache / "triton").iterdir()) - before)
+print(json.dumps(report))
+"""
+
+
+def specs() -> list[Any]:
+    """A 7-element copy (one config), a 4M-element copy and a 4096 x 4096 row sum (three tuning
+    candidates each)."""
+
+    def copy(name: str, n: int) -> Any:
+        def body(ops: Any, x: Any, r: Any) -> None:
+            ops.store("o", x[0], ops.abs(ops.load("a", x[0])))
+
+        bufs = [buf("a", torch.float32, "in", n), buf("o", torch.float32, "out", n)]
+        return spec(name, [n], [], [("outer", body)], bufs)
+
+    def row_sum(body_name: str, rows: int, cols: int) -> Any:
+        def body(ops: Any, x: Any, r: Any) -> None:
+            v = ops.reduction(torch.float32, torch.float32, "sum", ops.load("a", x[0] * cols + r[0]))
+            ops.store_reduction("o", x[0], v)
+
+        bufs = [buf("a", torch.float32, "in", rows * cols), buf("o", torch.float32, "out", rows)]
+        return spec(body_name, [rows], [cols], [("reduction", body)], bufs)
+
+    return [copy("copy7", 7), copy("copy4m", 1 << 22), row_sum("row_sum", 4096, 4096)]
+
+
+def test_workers_compile_what_first_launches_load_from_the_cache(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_DEFAULT_FP_FUSION="1",
+               POLYDUCT_TRITON_COMPILE_WORKERS="2",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    jobs = report["jobs"]
+    assert [len(jobs[name]) for name in ("copy7", "copy4m", "row_sum")] == [1, 3, 3]
+    assert jobs["copy4m"][0][0] == [1024, 1, 4]  # the heuristic config leads
+    assert all(error is None for job in jobs.values() for _, error in job), jobs
+    assert report["new_entries"] == 0
+
+
+def _module(tmp_path: Path, s: Any) -> Any:
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    path = tmp_path / f"{s.name}.py"
+    path.write_text(be.codegen(dataclasses.replace(s, device="cuda")).source)
+    return import_module_file(path, f"precompile_{s.name}")
+
+
+def test_a_launch_cancels_unstarted_jobs_and_outlives_failed_ones(tmp_path: Path) -> None:
+    module = _module(tmp_path, specs()[0])
+    pending: Future[str | None] = Future()
+    failed: Future[str | None] = Future()
+    failed.set_running_or_notify_cancel()
+    failed.set_result("CompilationError: at 3:4")
+    died: Future[str | None] = Future()
+    died.set_running_or_notify_cancel()
+    died.set_exception(RuntimeError("compile worker 7 died"))
+    done: Future[str | None] = Future()
+    done.set_running_or_notify_cancel()
+    done.set_result(None)
+    module.PRECOMPILED.update(pending=pending, failed=failed, died=died, done=done)
+    assert [module._from_worker(k) for k in ("pending", "failed", "died", "done", "none")] == [
+        False, False, False, True, False]
+    assert pending.cancelled() and module.PRECOMPILED == {}
+
+
+def test_jobs_only_for_static_sizes(tmp_path: Path) -> None:
+    n = sympy.Symbol("s0", integer=True, positive=True)
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.load("a", x[0]))
+
+    bufs = [buf("a", torch.float32, "in", n), buf("o", torch.float32, "out", n)]
+    dynamic = _module(tmp_path, spec("dyn", [n], [], [("outer", body)], bufs, size_args=[n]))
+    assert dynamic.jobs() == []
+    static = _module(tmp_path, specs()[2])
+    if not static.DIRECT:  # a Triton without knobs compiles through the JIT at launch
+        pytest.skip("direct launches need triton >= 3.4")
+    ((key, job),) = static.jobs()[:1]
+    assert job[1] == (torch.float32, torch.float32, 4096, 4096) and key[0] == job[0]
+
+
+def test_worker_count_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(precompile.WORKERS_ENV, "3")
+    assert precompile.worker_count() == 3
+    monkeypatch.setenv(precompile.WORKERS_ENV, "many")
+    with pytest.raises(InvalidOption):
+        precompile.worker_count()
