@@ -19,6 +19,7 @@ does.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -31,6 +32,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
+
+import triton
+import triton.language as tl
 
 WORKERS_ENV = "POLYDUCT_TRITON_COMPILE_WORKERS"
 _HEURISTIC, _CANDIDATE = 0, 1  # job priorities: every kernel's heuristic config comes first
@@ -55,10 +59,11 @@ class CompilePool:
     """Worker processes taking compile jobs by priority, each job's outcome a `Future`: None
     once its kernel is in Triton's cache, else the worker's error text."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, target: tuple[str, Any, int] | None) -> None:
         self._jobs: queue.PriorityQueue[tuple[int, int, Future[str | None], Any]] = (
             queue.PriorityQueue())
         self._order = itertools.count()
+        self._target = target  # (backend, arch, warp size): each worker warms its compiler for it
         self._workers = workers
         self._started = 0  # workers ready or failed to start
         self._start = threading.Condition()
@@ -82,7 +87,8 @@ class CompilePool:
             proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE)
             if proc.stdin is not None and proc.stdout is not None:
-                _read(proc.stdout)  # ready: torch and Triton imported
+                _write(proc.stdin, self._target)
+                _read(proc.stdout)  # ready: torch and Triton imported, the compiler warmed
                 pipes = proc.stdin, proc.stdout
         except (OSError, EOFError, pickle.UnpicklingError):
             pass  # no worker: queued jobs are cancelled by their launches, compiled there
@@ -110,8 +116,19 @@ def pool() -> CompilePool | None:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None and (count := worker_count()) > 0:
-            _POOL = CompilePool(count)
+            _POOL = CompilePool(count, _target())
         return _POOL
+
+
+def _target() -> tuple[str, Any, int] | None:
+    """This process's GPU target, as workers are told it (None without a GPU driver)."""
+    try:
+        import triton
+
+        target = triton.runtime.driver.active.get_current_target()
+    except Exception:  # noqa: BLE001 - no GPU: workers start cold, jobs still carry targets
+        return None
+    return target.backend, target.arch, target.warp_size
 
 
 def start(timeout: float = 0.0) -> bool:
@@ -130,15 +147,13 @@ def submit(modules: list[tuple[ModuleType, Path]]) -> int:
     target_pool = pool() if work else None
     if target_pool is None:
         return 0
-    import triton
-
-    target = triton.runtime.driver.active.get_current_target()
+    target = _target()
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
     queued = 0
     for module, path, jobs in work:
         for rank, (key, args) in enumerate(jobs):
             job = {"path": str(path), "module": module.__name__, "args": args, "env": env,
-                   "target": (target.backend, target.arch, target.warp_size)}
+                   "target": target}
             module.PRECOMPILED[key] = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)
             queued += 1
     return queued
@@ -192,13 +207,41 @@ def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _T
     module.warmup(*job["args"])
 
 
+@triton.jit  # type: ignore[untyped-decorator]
+def _warm_kernel(x, y, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x + i, i < n, other=1.0)
+    tl.store(y + i, tl.math.div_rn(tl.exp(v), v + 1.0), i < n)
+
+
+def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> None:
+    """Compile a small kernel into a throwaway cache, so that the first job does not pay the
+    compiler's one-time set-up (its backend, libdevice, LLVM and ptxas: 0.05 s on this CPU)."""
+    import tempfile
+
+    import torch
+    from triton.backends.compiler import GPUTarget
+
+    driver.target = GPUTarget(*target)
+    saved = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="polyduct-warm-") as tmp:
+        os.environ["TRITON_CACHE_DIR"] = tmp
+        try:  # failing here only leaves the first job a cold compiler; it reports its own errors
+            with contextlib.suppress(Exception):
+                _warm_kernel.warmup(torch.float32, torch.float32, 1024, grid=(1,), BLOCK=1024)
+        finally:
+            if saved is None:
+                del os.environ["TRITON_CACHE_DIR"]
+            else:
+                os.environ["TRITON_CACHE_DIR"] = saved
+
+
 def serve_worker() -> None:
     """A compile worker's loop: a job from stdin, its outcome to stdout, until stdin closes."""
     # Replies go to the original stdout; anything else printed goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     import torch  # noqa: F401 - generated modules import it; loaded before the first job
-    import triton
 
     driver = _TargetDriver()
     triton.runtime.driver.set_active(driver)
@@ -209,6 +252,9 @@ def serve_worker() -> None:
         if callable(key):
             key()
             break
+    target = _read(sys.stdin.buffer)
+    if target is not None:
+        _warm_compiler(driver, target)
     modules: dict[str, ModuleType] = {}
     _write(out, "ready")
     while True:
