@@ -28,6 +28,7 @@ import queue
 import subprocess
 import sys
 import threading
+import warnings
 from concurrent.futures import Future
 from pathlib import Path
 from types import ModuleType
@@ -241,6 +242,8 @@ def serve_worker() -> None:
     # Replies go to the original stdout; anything else printed goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    # Warnings would repeat once per worker; the launch that loads a kernel reports its own.
+    warnings.simplefilter("ignore")
     import torch  # noqa: F401 - generated modules import it; loaded before the first job
 
     driver = _TargetDriver()

@@ -141,3 +141,11 @@ def test_worker_count_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(precompile.WORKERS_ENV, "many")
     with pytest.raises(InvalidOption):
         precompile.worker_count()
+
+
+def test_jobs_wait_for_launches_when_workers_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precompile, "_WORKER", "import sys; sys.exit(3)")
+    pool = precompile.CompilePool(2, None)
+    assert pool.wait_started(timeout=60)  # both gave up: nothing will take a job
+    future = pool.submit({"path": "unused"}, 0)
+    assert not future.running() and future.cancel()  # what a launch does with it
