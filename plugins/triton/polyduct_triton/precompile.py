@@ -124,8 +124,6 @@ def pool() -> CompilePool | None:
 def _target() -> tuple[str, Any, int] | None:
     """This process's GPU target, as workers are told it (None without a GPU driver)."""
     try:
-        import triton
-
         target = triton.runtime.driver.active.get_current_target()
     except Exception:  # noqa: BLE001 - no GPU: workers start cold, jobs still carry targets
         return None
