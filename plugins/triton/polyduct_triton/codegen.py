@@ -18,7 +18,7 @@ from polyduct.indexing import index_vars, product, unflatten
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext, StageCode
 from polyduct_triton.launcher import render_launcher
-from polyduct_triton.prelude import MATH_PRELUDE, PRELUDE
+from polyduct_triton.prelude import prelude_for
 
 
 def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = True) -> str:
@@ -40,14 +40,13 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
     out.line(f"INTERPRET = {interpret}")
     out.line(f"NAME = {string_literal(spec.name)}")
     out.line("_jit = triton.jit")
-    body = (PRELUDE + MATH_PRELUDE).replace("@triton.jit", "@_jit")
-    out.lines(body.splitlines())
-    for helper in ctx.helpers:
-        out.lines(["", ""] + helper.replace("@triton.jit", "@_jit").splitlines())
-    out.lines(["", ""])
     kernel = IndentedBuffer()
     _kernel(kernel, ctx, xs, rs)
     text = kernel.getvalue()
+    for helper in [prelude_for(text + "".join(ctx.helpers)), *ctx.helpers]:
+        if helper.strip():
+            out.lines(["", ""] + helper.strip("\n").replace("@triton.jit", "@_jit").splitlines())
+    out.lines(["", ""])
     out.lines(text.splitlines())
     out.lines(["", ""])
     out.lines(render_launcher(spec, ctx, text.count("\n"), autotune).splitlines())

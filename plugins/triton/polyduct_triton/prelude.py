@@ -1,7 +1,9 @@
-"""Triton helper functions every generated kernel module starts with (source text)."""
+"""Triton helper functions of generated kernel modules (source text); a module takes the ones
+its kernel calls (`prelude_for`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 PRELUDE: Final = '''
@@ -303,3 +305,23 @@ def _erfcx_cf(x, terms: tl.constexpr):
         f = x + (k * 0.5) / f
     return 0.5641895835477563 / f
 '''
+
+
+def _split(prelude: str) -> dict[str, str]:
+    chunks = re.split(r"\n(?=@triton\.jit\n)", prelude.strip("\n"))
+    return {re.search(r"def (\w+)\(", c).group(1): c for c in chunks}  # type: ignore[union-attr]
+
+
+_HELPERS: Final = _split(PRELUDE + MATH_PRELUDE)
+
+
+def prelude_for(code: str) -> str:
+    """The prelude helpers `code` calls, and those they call in turn, in prelude order."""
+    used: set[str] = set()
+    text = code
+    while True:
+        new = {n for n in _HELPERS if n not in used and re.search(rf"\b{n}\b", text)}
+        if not new:
+            return "\n\n\n".join(c for n, c in _HELPERS.items() if n in used)
+        used |= new
+        text = "\n".join(_HELPERS[n] for n in new)
