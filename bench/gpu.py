@@ -304,44 +304,63 @@ COLD_VARIANTS = ("dynamo-aot", "inductor", "polyduct", "polyduct-notune", "polyd
 
 def cold_compile(
     out: Path, profile: bool = False, compilers: tuple[str, ...] = COLD_VARIANTS,
-    extra: tuple[str, ...] = COLD_EXTRA,
+    extra: tuple[str, ...] = COLD_EXTRA, repeats: int = 1,
 ) -> list[dict[str, Any]]:
     """First-call time of each workload and compiler, each in a fresh process whose Inductor,
     Triton and polyduct cache directories start empty (`compile_s` in the main table runs in
     one process, after the other variants and workloads warmed shared state). `dynamo-aot`
-    (Dynamo and AOTAutograd, no code generation) is the part both compilers share. With
-    `profile`, each worker writes its first call's cProfile summary beside the table."""
-    import os
-    import subprocess
-    import sys
-    import tempfile
+    (Dynamo and AOTAutograd, no code generation) is the part both compilers share. Each
+    (workload, compiler) runs `repeats` times, round-robin over the compilers so that machine
+    drift hits them alike; the table takes the median, `<variant>_runs` keeps every sample.
+    With `profile`, each worker writes its first call's cProfile summary beside the table."""
+    import statistics
 
     rows = []
     dtype = "float32"
     for name in (*WORKLOADS, *extra):
         row: dict[str, Any] = {"workload": name, "dtype": dtype}
-        for variant in compilers:
-            tmp = tempfile.mkdtemp(prefix="cold-")
-            env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
-                       TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
-            if variant == "polyduct-serial":
-                env["POLYDUCT_TRITON_COMPILE_WORKERS"] = "0"
-            if profile:
-                env["POLYDUCT_COLD_PROFILE"] = str(out.resolve())
-            cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
-                                  check=False)
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-            row[variant] = json.loads(lines[-1])["seconds"] if lines else None
-            if lines and variant.startswith("polyduct"):
-                row[f"{variant}_launchers"] = json.loads(lines[-1])["launchers"]
-            if not lines:
-                row[f"{variant}_error"] = (proc.stderr.strip().splitlines() or ["?"])[-1][:300]
+        runs: dict[str, list[float]] = {v: [] for v in compilers}
+        for _ in range(repeats):
+            for variant in compilers:
+                result = _cold_run(name, dtype, variant, out if profile else None)
+                if "seconds" in result:
+                    runs[variant].append(result["seconds"])
+                    if variant.startswith("polyduct"):
+                        row[f"{variant}_launchers"] = result["launchers"]
+                else:
+                    row[f"{variant}_error"] = result["error"]
+        for variant, samples in runs.items():
+            row[variant] = statistics.median(samples) if samples else None
+            if repeats > 1:
+                row[f"{variant}_runs"] = samples
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
     (out / "gpu_cold_compile.md").write_text(_cold_table(rows))
     return rows
+
+
+def _cold_run(name: str, dtype: str, variant: str, profile: Path | None) -> dict[str, Any]:
+    """One first call in a fresh process on empty caches: its JSON line, or {"error": ...}."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="cold-")
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=f"{tmp}/inductor",
+               TRITON_CACHE_DIR=f"{tmp}/triton", POLYDUCT_CACHE_DIR=f"{tmp}/polyduct")
+    if variant == "polyduct-serial":
+        env["POLYDUCT_TRITON_COMPILE_WORKERS"] = "0"
+    if profile is not None:
+        env["POLYDUCT_COLD_PROFILE"] = str(profile.resolve())
+    cmd = [sys.executable, "-m", "bench.gpu", "--cold-worker", name, dtype, variant]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, check=False)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result
 
 
 def _tuned_configs() -> list[dict[str, Any]]:
@@ -415,6 +434,8 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="only the cold-compile table")
     parser.add_argument("--cold-variants", nargs="*", default=list(COLD_VARIANTS),
                         choices=COLD_VARIANTS, help="with --cold: these compilers only")
+    parser.add_argument("--cold-repeats", type=int, default=1,
+                        help="with --cold: fresh processes per workload and compiler (median)")
     parser.add_argument("--profile", action="store_true",
                         help="with --cold: a cProfile summary of each first call")
     parser.add_argument("--workloads", nargs="*", help="only these workloads (default: all)")
@@ -434,7 +455,8 @@ def main() -> None:
             del WORKLOADS[name]
     if args.cold:
         extra = tuple(n for n in COLD_EXTRA if not args.workloads or n in args.workloads)
-        cold_compile(args.out, args.profile, tuple(args.cold_variants), extra)
+        cold_compile(args.out, args.profile, tuple(args.cold_variants), extra,
+                     args.cold_repeats)
         return
     if not args.no_check:
         (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))

@@ -14,6 +14,7 @@ python3 -m pip install -q --no-deps --no-build-isolation -e . -e plugins/triton 
 if [ -n "${POLYDUCT_GPU_COLD:-}" ]; then  # only the cold first-call table: about 8 minutes
     python3 -m bench.gpu --cold --profile --out "$OUT/cold" \
         --cold-variants ${POLYDUCT_GPU_COLD_VARIANTS:-dynamo-aot inductor polyduct polyduct-notune} \
+        --cold-repeats "${POLYDUCT_GPU_COLD_REPEATS:-1}" \
         2>&1 | tail -12
     exit
 fi

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is not installed
 
@@ -23,3 +26,28 @@ def test_cold_table_subtracts_the_dynamo_floor() -> None:
     assert cells == ["softmax", "0.25", "1.25", "0.75", "0.45", "0.60", "0.36",
                      "1.00", "0.50", "0.20", "0.50", "0.20"]
     assert chain.split("|")[3].strip() == "7.00" and "-" in chain.split("|")[4]
+
+
+def test_cold_compile_runs_round_robin_and_takes_medians(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench import gpu
+
+    samples = iter([1.0, 5.0, 3.0, 2.0, 9.0, 4.0])
+    calls: list[str] = []
+
+    def run(name: str, dtype: str, variant: str, profile: Path | None) -> dict[str, Any]:
+        calls.append(variant)
+        if variant == "inductor":
+            return {"error": "RuntimeError: no GPU"}
+        return {"seconds": next(samples), "launchers": {"torch": 1}}
+
+    monkeypatch.setattr(gpu, "_cold_run", run)
+    monkeypatch.setattr(gpu, "WORKLOADS", {"softmax": gpu.WORKLOADS["softmax"]})
+    (row,) = gpu.cold_compile(tmp_path, compilers=("dynamo-aot", "polyduct", "inductor"),
+                              extra=(), repeats=3)
+    assert calls == ["dynamo-aot", "polyduct", "inductor"] * 3
+    assert row["dynamo-aot_runs"] == [1.0, 3.0, 9.0] and row["dynamo-aot"] == 3.0
+    assert row["polyduct_runs"] == [5.0, 2.0, 4.0] and row["polyduct"] == 4.0
+    assert row["inductor"] is None and row["inductor_error"] == "RuntimeError: no GPU"
+    assert (tmp_path / "gpu_cold_compile.md").read_text() == _cold_table([row])
