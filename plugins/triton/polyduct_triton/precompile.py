@@ -20,7 +20,7 @@ does.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import itertools
 import os
 import pickle
@@ -36,6 +36,8 @@ from typing import IO, Any
 
 import triton
 import triton.language as tl
+
+from polyduct.cache import import_module_file
 
 WORKERS_ENV = "POLYDUCT_TRITON_COMPILE_WORKERS"
 _HEURISTIC, _CANDIDATE = 0, 1  # job priorities: every kernel's heuristic config comes first
@@ -197,12 +199,7 @@ def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _T
     driver.target = GPUTarget(*job["target"])
     module = modules.get(job["path"])
     if module is None:
-        spec = importlib.util.spec_from_file_location(job["module"], job["path"])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[job["module"]] = module
-        spec.loader.exec_module(module)
-        modules[job["path"]] = module
+        module = modules[job["path"]] = import_module_file(Path(job["path"]), job["module"])
     module.warmup(*job["args"])
 
 
