@@ -19,7 +19,6 @@ does.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import itertools
 import os
@@ -210,9 +209,10 @@ def _warm_kernel(x, y, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
     tl.store(y + i, tl.math.div_rn(tl.exp(v), v + 1.0), i < n)
 
 
-def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> None:
+def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> bool:
     """Compile a small kernel into a throwaway cache, so that the first job does not pay the
-    compiler's one-time set-up (its backend, libdevice, LLVM and ptxas: 0.05 s on this CPU)."""
+    compiler's one-time set-up (its backend, libdevice, LLVM and ptxas: about 0.05 s). False if
+    that failed: the first job then starts cold, and reports its own errors."""
     import tempfile
 
     import torch
@@ -222,9 +222,11 @@ def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> None:
     saved = os.environ.get("TRITON_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="polyduct-warm-") as tmp:
         os.environ["TRITON_CACHE_DIR"] = tmp
-        try:  # failing here only leaves the first job a cold compiler; it reports its own errors
-            with contextlib.suppress(Exception):
-                _warm_kernel.warmup(torch.float32, torch.float32, 1024, grid=(1,), BLOCK=1024)
+        try:
+            _warm_kernel.warmup(torch.float32, torch.float32, 1024, grid=(1,), BLOCK=1024)
+            return True
+        except Exception:  # noqa: BLE001 - only a slower first job
+            return False
         finally:
             if saved is None:
                 del os.environ["TRITON_CACHE_DIR"]

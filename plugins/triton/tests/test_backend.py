@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -213,3 +214,15 @@ def test_fp_fusion_only_for_contraction_safe_ops(tmp_path: Path, op: str, fused:
     source = backend(tmp_path).codegen(_unary_spec(f"k_{op}", op)).source
     assert f"FP_FUSION = {fused}" in source
     assert "enable_fp_fusion=FP_FUSION" in source
+
+
+def test_modules_carry_only_the_prelude_helpers_their_kernel_calls(tmp_path: Path) -> None:
+    from polyduct_triton.prelude import prelude_for
+
+    # callees of callees come along, a combine function passed by name counts, prelude order
+    text = prelude_for("y = _fpow(a, b)\nz = tl.reduce(x, 1, _prod_combine)")
+    assert re.findall(r"def (\w+)\(", text) == [
+        "_prod_combine", "_ipow", "_two_prod", "_log_dd", "_pow_dd", "_fpow"]
+    assert prelude_for("y = a + b") == ""
+    source = backend(tmp_path).codegen(_copy_spec("copy")).source
+    assert re.findall(r"def (_\w+)\(", source)[0] == "_kernel"  # abs needs no helper

@@ -31,17 +31,18 @@ import torch, triton
 from triton.backends.compiler import GPUTarget
 from polyduct.cache import Cache
 from polyduct_triton import TritonBackend, TritonOptions
-from polyduct_triton.precompile import _TargetDriver
+from polyduct_triton.precompile import _TargetDriver, _warm_compiler
 from test_precompile import specs
 
 driver = _TargetDriver()
-driver.target = GPUTarget("cuda", 90, 32)
 triton.runtime.driver.set_active(driver)
 cache = Path(sys.argv[1])
+warmed = _warm_compiler(driver, ("cuda", 90, 32))  # what each worker does before its jobs
+left = len(list((cache / "triton").glob("*")))  # in Triton's cache: nothing
 be = TritonBackend(TritonOptions(cache=Cache(cache / "polyduct")))
 sources = [be.codegen(dataclasses.replace(s, device="cuda")) for s in specs()]
 launches = be.load(sources)
-report = {"jobs": {}, "new_entries": None}
+report = {"jobs": {}, "new_entries": None, "warmed": warmed, "left": left}
 modules = [fn.__globals__ for fn in launches.values()]
 for m in modules:
     report["jobs"][m["NAME"]] = [[list(k[0]), f.result(timeout=300)] for k, f in m["PRECOMPILED"].items()]
@@ -92,6 +93,7 @@ def test_workers_compile_what_first_launches_load_from_the_cache(tmp_path: Path)
     assert jobs["copy4m"][0][0] == [1024, 1, 4]  # the heuristic config leads
     assert all(error is None for job in jobs.values() for _, error in job), jobs
     assert report["new_entries"] == 0
+    assert report["warmed"] and report["left"] == 0  # compiled into a throwaway cache
 
 
 def _module(tmp_path: Path, s: Any) -> Any:
