@@ -213,10 +213,18 @@ def _from_worker(key):
         return False
 
 
-def _compile(cfg, args, grid0, idx64, persistent, device, key):
+def _job(cfg, args, xnumel, rnumel, idx64):
+    """(key, warmup arguments) of launching `cfg` with `args`: one computation for the launch
+    and the compile workers, whose compiles the launch finds by this key."""
+    persistent = cfg[1] >= rnumel  # one block covers the reduction: the kernel runs it loop-free
+    grid0 = (xnumel + cfg[0] - 1) // cfg[0]
+    return (cfg, idx64, persistent, _specialisation(args)), (cfg, args, grid0, idx64, persistent)
+
+
+def _compile(key, job, device):
     """The launch function of one (config, specialisation), compiled without launching."""
     ahead = _from_worker(key)
-    compiled = warmup(cfg, args, grid0, idx64, persistent)
+    compiled = warmup(*job)
     launch, why = _static(compiled, device)
     launch = launch or _triton_launch(compiled, why)
     launch.ahead = ahead  # True: a worker compiled it, this process loaded it from the cache
@@ -225,16 +233,14 @@ def _compile(cfg, args, grid0, idx64, persistent, device, key):
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     xb, rb, warps = cfg
-    grid0 = (xnumel + xb - 1) // xb
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
-    persistent = rb >= rnumel  # one block covers the reduction: the kernel runs it loop-free
+    key, job = _job(cfg, args, xnumel, rnumel, idx64)
+    _, _, grid0, _, persistent = job
     if DIRECT:
         device = triton.runtime.driver.active.get_current_device()
-        key = (cfg, idx64, persistent, _specialisation(args))
         launch = _COMPILED.get((device, key))
         if launch is None:
-            launch = _COMPILED[device, key] = _compile(cfg, args, grid0, idx64, persistent,
-                                                       device, key)
+            launch = _COMPILED[device, key] = _compile(key, job, device)
         launch(grid0, triton.runtime.driver.active.get_current_stream(device),
                (*args, xb, rb, idx64, persistent))
     elif INTERPRET:
@@ -319,12 +325,7 @@ def _jobs(args, xnumel, rnumel, idx64):
     tensors) may compile, heuristic first: what compile workers can build ahead of it."""
     if not DIRECT or xnumel <= 0:
         return []
-    jobs = []
-    for cfg in _candidates(xnumel, rnumel, True):
-        persistent = cfg[1] >= rnumel
-        key = (cfg, idx64, persistent, _specialisation(args))
-        jobs.append((key, (cfg, args, (xnumel + cfg[0] - 1) // cfg[0], idx64, persistent)))
-    return jobs
+    return [_job(cfg, args, xnumel, rnumel, idx64) for cfg in _candidates(xnumel, rnumel, True)]
 
 
 def _run(tensors, sizes, xnumel, rnumel, idx64, err):

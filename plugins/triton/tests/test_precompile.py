@@ -151,3 +151,35 @@ def test_jobs_wait_for_launches_when_workers_cannot_start(monkeypatch: pytest.Mo
     assert pool.wait_started(timeout=60)  # both gave up: nothing will take a job
     future = pool.submit({"path": "unused"}, 0)
     assert not future.running() and future.cancel()  # what a launch does with it
+
+
+def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    module = _module(tmp_path, specs()[1])  # 4M-element copy: three candidates
+    if not module.DIRECT:
+        pytest.skip("direct launches need triton >= 3.4")
+    driver = precompile._TargetDriver()
+    driver.target = GPUTarget("cuda", 90, 32)
+    monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here: device = target
+    key, job = module.jobs()[0]
+    done: Future[str | None] = Future()
+    done.set_running_or_notify_cancel()
+    done.set_result(None)
+    module.PRECOMPILED[key] = done
+    compiled: list[tuple[Any, ...]] = []
+    launched: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(module, "warmup", lambda *a: compiled.append(a) or "kernel")
+    monkeypatch.setattr(module, "_static", lambda k, device: (lambda *a: launched.append(a), None))
+    n = 1 << 22
+    a, o = torch.empty(n), torch.empty(n)
+    module._launch(job[0], (a, o), (), n, 1, False, None)
+    assert key not in module.PRECOMPILED  # the worker's job was the one awaited
+    (cfg, args, grid0, idx64, persistent), = compiled
+    assert (cfg, grid0, idx64, persistent) == (job[0], job[2], job[3], job[4])
+    assert args[:2] == (a, o) and args[2:] == job[1][2:]
+    (launch,) = module._COMPILED.values()
+    assert launch.ahead and launched == [(grid0, 0, (a, o, n, 1, *cfg[:2], False, True))]
