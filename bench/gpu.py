@@ -312,7 +312,8 @@ def cold_compile(
     (Dynamo and AOTAutograd, no code generation) is the part both compilers share. Each
     (workload, compiler) runs `repeats` times, round-robin over the compilers so that machine
     drift hits them alike; the table takes the median, `<variant>_runs` keeps every sample.
-    With `profile`, each worker writes its first call's cProfile summary beside the table."""
+    With `profile`, each worker writes its first call's cProfile summary beside the table
+    (its seconds then include the profiler's overhead: time without it)."""
     import statistics
 
     rows = []
@@ -363,38 +364,43 @@ def _cold_run(name: str, dtype: str, variant: str, profile: Path | None) -> dict
     return result
 
 
+def _triton_modules() -> list[Any]:
+    """The polyduct-triton kernel modules loaded in this process: those defining `_configs`,
+    `_BEST` and `_COMPILED` (looked up in their namespace, not through `getattr`, which some
+    modules answer for any name)."""
+    import sys
+
+    def ours(module: Any) -> bool:
+        names = getattr(module, "__dict__", {})
+        return "_configs" in names and all(
+            isinstance(names.get(n), dict) for n in ("_BEST", "_COMPILED"))
+
+    return [m for m in list(sys.modules.values()) if ours(m)]
+
+
 def _tuned_configs() -> list[dict[str, Any]]:
     """The config each polyduct-triton kernel loaded in this process chose per shape class
     (the launcher's `_BEST`): which autotuning candidates win, to prune the candidate lists."""
-    import sys
-
-    found = []
-    for module in list(sys.modules.values()):
-        best = getattr(module, "_BEST", None)
-        if isinstance(best, dict) and hasattr(module, "_configs") and best:
-            for (_, xp, rp, _), cfg in best.items():
-                found.append({"kernel": module.NAME, "kind": module.KIND, "xnumel_pow2": xp,
-                              "rnumel_pow2": rp, "candidates": module._configs(xp, rp),
-                              "chosen": cfg})
-    return found
+    return [
+        {"kernel": module.NAME, "kind": module.KIND, "xnumel_pow2": xp, "rnumel_pow2": rp,
+         "candidates": module._configs(xp, rp), "chosen": cfg}
+        for module in _triton_modules()
+        for (_, xp, rp, _), cfg in module._BEST.items()
+    ]
 
 
 def _launch_paths() -> dict[str, int]:
     """How the polyduct-triton kernels loaded in this process launch, counted per launcher:
     "torch" (torch's static CUDA launcher) or "triton (why torch's does not)"; and how many of
     them compile workers built ahead of their first launch ("compiled by workers")."""
-    import sys
+    from collections import Counter
 
-    paths: dict[str, int] = {}
-    for module in list(sys.modules.values()):
-        compiled = getattr(module, "_COMPILED", None)
-        if isinstance(compiled, dict) and hasattr(module, "_configs"):
-            for launch in compiled.values():
-                via = getattr(launch, "via", "?")
-                paths[via] = paths.get(via, 0) + 1
-                if getattr(launch, "ahead", False):
-                    paths["compiled by workers"] = paths.get("compiled by workers", 0) + 1
-    return paths
+    paths: Counter[str] = Counter()
+    for module in _triton_modules():
+        for launch in module._COMPILED.values():
+            paths[getattr(launch, "via", "?")] += 1
+            paths["compiled by workers"] += bool(getattr(launch, "ahead", False))
+    return {k: v for k, v in paths.items() if v}
 
 
 def _cold_table(rows: list[dict[str, Any]]) -> str:

@@ -51,3 +51,23 @@ def test_cold_compile_runs_round_robin_and_takes_medians(
     assert row["polyduct_runs"] == [5.0, 2.0, 4.0] and row["polyduct"] == 4.0
     assert row["inductor"] is None and row["inductor_error"] == "RuntimeError: no GPU"
     assert (tmp_path / "gpu_cold_compile.md").read_text() == _cold_table([row])
+
+
+def test_launch_counts_read_only_polyduct_triton_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    from bench import gpu
+
+    module = types.ModuleType("polyduct_triton_k_fake")
+    ahead, here = types.SimpleNamespace(via="torch", ahead=True), types.SimpleNamespace(
+        via="triton (scratch memory)", ahead=False)
+    module.__dict__.update(NAME="k", KIND="pointwise", _configs=lambda xp, rp: [(1024, 1, 4)],
+                           _BEST={("cuda", 8, 1, False): (1024, 1, 4)},
+                           _COMPILED={"a": ahead, "b": here})
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    # torch's op namespaces (in sys.modules too) answer getattr for any name: not counted
+    assert gpu._launch_paths() == {"torch": 1, "compiled by workers": 1,
+                                   "triton (scratch memory)": 1}
+    assert gpu._tuned_configs() == [{"kernel": "k", "kind": "pointwise", "xnumel_pow2": 8,
+                                     "rnumel_pow2": 1, "candidates": [(1024, 1, 4)],
+                                     "chosen": (1024, 1, 4)}]
