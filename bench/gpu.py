@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from bench import phases
 from bench.timing import copy_bandwidth, interleaved_medians
 from bench.variants import fresh
 
@@ -279,6 +280,7 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
         from torch._inductor.async_compile import AsyncCompile
 
         getattr(AsyncCompile, "wait_pool_ready", lambda timeout: None)(timeout=120)
+    phases.install()
     profile = os.environ.get("POLYDUCT_COLD_PROFILE")
     if profile:  # where the first call's time goes: cumulative times of the top 45 functions
         import cProfile
@@ -294,8 +296,8 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
         profiler.disable()
         with open(f"{profile}/cold_{name}_{variant}.txt", "w") as stream:
             pstats.Stats(profiler, stream=stream).sort_stats("cumulative").print_stats(45)
-    print(json.dumps({"seconds": seconds, "pid": os.getpid(), "launchers": _launch_paths()}),
-          flush=True)
+    print(json.dumps({"seconds": seconds, "pid": os.getpid(), "launchers": _launch_paths(),
+                      **phases.report(seconds)}), flush=True)
 
 
 # polyduct-serial: polyduct with no compile workers (every kernel compiled at its first launch)
@@ -312,7 +314,8 @@ def cold_compile(
     (Dynamo and AOTAutograd, no code generation) is the part both compilers share. Each
     (workload, compiler) runs `repeats` times, round-robin over the compilers so that machine
     drift hits them alike; the table takes the median, `<variant>_runs` keeps every sample.
-    With `profile`, each worker writes its first call's cProfile summary beside the table
+    Each first call also records where its time went (`bench.phases`: `<variant>_phases`) and
+    the backend's compile seconds within it (`<variant>_compile`, median). With `profile`, each worker writes its first call's cProfile summary beside the table
     (its seconds then include the profiler's overhead: time without it)."""
     import statistics
 
@@ -321,19 +324,27 @@ def cold_compile(
     for name in (*WORKLOADS, *extra):
         row: dict[str, Any] = {"workload": name, "dtype": dtype}
         runs: dict[str, list[float]] = {v: [] for v in compilers}
+        compiles: dict[str, list[float]] = {v: [] for v in compilers}
         for _ in range(repeats):
             for variant in compilers:
                 result = _cold_run(name, dtype, variant, out if profile else None)
-                if "seconds" in result:
-                    runs[variant].append(result["seconds"])
-                    if variant.startswith("polyduct"):
-                        row[f"{variant}_launchers"] = result["launchers"]
-                else:
+                if "seconds" not in result:
                     row[f"{variant}_error"] = result["error"]
-        for variant, samples in runs.items():
-            row[variant] = statistics.median(samples) if samples else None
+                    continue
+                runs[variant].append(result["seconds"])
+                if (seconds := phases.compile_seconds(result)) is not None:
+                    compiles[variant].append(seconds)
+                if variant.startswith("polyduct"):
+                    row[f"{variant}_launchers"] = result["launchers"]
+                row.setdefault(f"{variant}_phases", []).append(
+                    {k: result.get(k) for k in ("phases", "calls", "dynamo")})
+        for variant in compilers:
+            row[variant] = statistics.median(runs[variant]) if runs[variant] else None
+            row[f"{variant}_compile"] = (
+                statistics.median(compiles[variant]) if compiles[variant] else None)
             if repeats > 1:
-                row[f"{variant}_runs"] = samples
+                row[f"{variant}_runs"] = runs[variant]
+                row[f"{variant}_compile_runs"] = compiles[variant]
         rows.append(row)
         print(json.dumps(row), flush=True)
     (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
@@ -404,32 +415,28 @@ def _launch_paths() -> dict[str, int]:
 
 
 def _cold_table(rows: list[dict[str, Any]]) -> str:
-    """First-call seconds per compiler, and what each backend adds to the shared Dynamo +
-    AOTAutograd floor ("backend s": first call minus `dynamo-aot`), as ratios to Inductor's."""
+    """First-call seconds per compiler (`dynamo-aot`: the Dynamo + AOTAutograd floor they
+    share), and each backend's compile seconds within its first call (`<variant>_compile`: see
+    `phases.compile_seconds`), as ratios to Inductor's."""
     variants = [v for v in COLD_VARIANTS if any(v in row for row in rows)]
-    ours = tuple(v for v in variants if v.startswith("polyduct"))
+    compilers = [v for v in variants if v != "dynamo-aot"]
+    ours = [v for v in compilers if v.startswith("polyduct")]
 
     def cell(value: float | None) -> str:
         return "-" if value is None else f"{value:.2f}"
 
-    def backend(row: dict[str, Any], variant: str) -> float | None:
-        total, floor = row.get(variant), row.get("dynamo-aot")
-        return None if total is None or floor is None else total - floor
-
     def ratio(mine: float | None, theirs: float | None) -> str:
         return f"{mine / theirs:.2f}" if mine is not None and theirs else "-"
 
-    head = [f"{v} s" for v in variants]
-    head += [f"{v} / inductor" for v in ours]
-    head += [f"backend s {v}" for v in ("inductor", *ours)]
-    head += [f"backend {v} / inductor" for v in ours]
+    head = [f"first call s {v}" for v in variants]
+    head += [f"compile s {v}" for v in compilers]
+    head += [f"compile {v} / inductor" for v in ours]
     lines = ["| workload | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
     for row in rows:
-        backends = {v: backend(row, v) for v in ("inductor", *ours)}
+        compile_s = {v: row.get(f"{v}_compile") for v in compilers}
         cells = [cell(row.get(v)) for v in variants]
-        cells += [ratio(row.get(v), row.get("inductor")) for v in ours]
-        cells += [cell(b) for b in backends.values()]
-        cells += [ratio(backends[v], backends["inductor"]) for v in ours]
+        cells += [cell(s) for s in compile_s.values()]
+        cells += [ratio(compile_s[v], compile_s.get("inductor")) for v in ours]
         lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

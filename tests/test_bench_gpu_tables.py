@@ -13,19 +13,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is not in
 from bench.gpu import _cold_table
 
 
-def test_cold_table_subtracts_the_dynamo_floor() -> None:
+def test_cold_table_compares_compile_seconds_with_inductors() -> None:
     rows = [
         {"workload": "softmax", "dynamo-aot": 0.25, "inductor": 1.25, "polyduct": 0.75,
-         "polyduct-notune": 0.45},
-        {"workload": "chain30", "inductor": 7.0},  # a compiler that did not finish
+         "polyduct-notune": 0.45, "inductor_compile": 1.0, "polyduct_compile": 0.5,
+         "polyduct-notune_compile": 0.2},
+        {"workload": "chain30", "inductor": 7.0, "inductor_compile": 6.0},  # polyduct failed
     ]
     head, rule, softmax, chain = _cold_table(rows).splitlines()
     assert head.count("|") == rule.count("|")
     cells = [c.strip() for c in softmax.split("|")[1:-1]]
-    # first calls, ratios of first calls, backend seconds, ratios of backend seconds
-    assert cells == ["softmax", "0.25", "1.25", "0.75", "0.45", "0.60", "0.36",
-                     "1.00", "0.50", "0.20", "0.50", "0.20"]
-    assert chain.split("|")[3].strip() == "7.00" and "-" in chain.split("|")[4]
+    # first calls, compile seconds, compile ratios
+    assert cells == ["softmax", "0.25", "1.25", "0.75", "0.45", "1.00", "0.50", "0.20",
+                     "0.50", "0.20"]
+    cells = [c.strip() for c in chain.split("|")[1:-1]]
+    assert cells == ["chain30", "-", "7.00", "-", "-", "6.00", "-", "-", "-", "-"]
 
 
 def test_cold_compile_runs_round_robin_and_takes_medians(
@@ -40,7 +42,11 @@ def test_cold_compile_runs_round_robin_and_takes_medians(
         calls.append(variant)
         if variant == "inductor":
             return {"error": "RuntimeError: no GPU"}
-        return {"seconds": next(samples), "launchers": {"torch": 1}}
+        seconds = next(samples)
+        # the backend compiled for a tenth of its first call, the rest ran the graph
+        phases = {"compile_graph": seconds / 10, "launch": 0.5, "rest": seconds * 0.9 - 0.5}
+        phases = phases if variant == "polyduct" else {}  # dynamo-aot: no backend phases
+        return {"seconds": seconds, "launchers": {"torch": 1}, "phases": phases, "dynamo": {}}
 
     monkeypatch.setattr(gpu, "_cold_run", run)
     monkeypatch.setattr(gpu, "WORKLOADS", {"softmax": gpu.WORKLOADS["softmax"]})
@@ -49,6 +55,9 @@ def test_cold_compile_runs_round_robin_and_takes_medians(
     assert calls == ["dynamo-aot", "polyduct", "inductor"] * 3
     assert row["dynamo-aot_runs"] == [1.0, 3.0, 9.0] and row["dynamo-aot"] == 3.0
     assert row["polyduct_runs"] == [5.0, 2.0, 4.0] and row["polyduct"] == 4.0
+    assert row["polyduct_compile_runs"] == [0.5, 0.2, 0.4] and row["polyduct_compile"] == 0.4
+    assert row["dynamo-aot_compile"] is None
+    assert len(row["polyduct_phases"]) == 3
     assert row["inductor"] is None and row["inductor_error"] == "RuntimeError: no GPU"
     assert (tmp_path / "gpu_cold_compile.md").read_text() == _cold_table([row])
 
@@ -71,3 +80,30 @@ def test_launch_counts_read_only_polyduct_triton_modules(monkeypatch: pytest.Mon
     assert gpu._tuned_configs() == [{"kernel": "k", "kind": "pointwise", "xnumel_pow2": 8,
                                      "rnumel_pow2": 1, "candidates": [(1024, 1, 4)],
                                      "chosen": (1024, 1, 4)}]
+
+
+def test_phases_are_exclusive_of_traced_callees() -> None:
+    import time
+
+    from bench.phases import Tracer, compile_seconds
+
+    tracer = Tracer()
+    inner = tracer.wrap("inner", lambda: time.sleep(0.02))
+
+    def outer() -> None:
+        time.sleep(0.01)
+        inner()
+        inner()
+
+    tracer.wrap("outer", outer)()
+    assert tracer.calls == {"inner": 2, "outer": 1}
+    assert 0.04 <= tracer.seconds["inner"] < 0.2
+    assert 0.01 <= tracer.seconds["outer"] < 0.04  # its callees' 0.04 s are theirs
+    assert tracer.wrap("inner", inner) is inner  # traced once
+    result = {"phases": {"compile_graph": 0.25, "wait for compile worker": 0.5, "launch": 1.0,
+                         "rest": 2.0}}
+    assert compile_seconds(result) == 0.75
+    inductor = {"phases": {}, "dynamo": {"compile_fx_inner": 0.5, "build_guards": 0.1,
+                                         "CachingAutotuner.benchmark_all_configs": 0.25}}
+    assert compile_seconds(inductor) == 0.75
+    assert compile_seconds({"phases": {}, "dynamo": {"build_guards": 0.1}}) is None

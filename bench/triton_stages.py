@@ -1,0 +1,99 @@
+"""Where Triton's compile of a generated kernel goes: seconds per stage (Python AST to TTIR, the
+TTIR, TTGIR and LLVM-IR passes, PTX, ptxas to a cubin) for each polyduct-triton kernel module
+given, compiling its heuristic config (`jobs()[0]`) `--repeats` times into fresh caches after
+one warm-up compile. On a machine with no GPU, `--target 90` compiles for sm_90.
+
+    python -m bench.triton_stages [--target ARCH] [--repeats N] KERNEL.py ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SECONDS: dict[str, float] = {}
+
+
+def _timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            SECONDS[name] = SECONDS.get(name, 0.0) + time.perf_counter() - start
+
+    return run
+
+
+def _instrument() -> None:
+    """Time Triton's front end (`ASTSource.make_ir`), each backend stage and the whole compile."""
+    import triton.compiler
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import compiler
+
+    compiler.ASTSource.make_ir = _timed("python to ttir", compiler.ASTSource.make_ir)
+    add_stages = CUDABackend.add_stages
+
+    def add_timed(self: Any, stages: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        add_stages(self, stages, *args, **kwargs)
+        for ext in list(stages):
+            stages[ext] = _timed(ext, stages[ext])
+
+    CUDABackend.add_stages = add_timed
+    triton.compiler.compile = _timed("triton.compile", compiler.compile)  # as the JIT imports it
+
+
+def stages(path: Path, repeats: int) -> dict[str, Any]:
+    """Median seconds per stage of compiling `path`'s heuristic config (plus `warmup`: the JIT's
+    whole call, binding and cache key included)."""
+    from polyduct.cache import import_module_file
+
+    module = import_module_file(path, f"stages_{abs(hash(path))}")
+    jobs = module.jobs()
+    if not jobs:
+        return {"kernel": module.NAME, "error": "no static jobs"}
+    _, args = jobs[0]
+    samples: list[dict[str, float]] = []
+    for run in range(repeats + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["TRITON_CACHE_DIR"] = tmp
+            module._kernel.device_caches.clear()  # the JIT's in-memory cache of compiled kernels
+            SECONDS.clear()
+            start = time.perf_counter()
+            module.warmup(*args)
+            SECONDS["warmup"] = time.perf_counter() - start
+            if run:  # the first compile warms the compiler
+                samples.append(dict(SECONDS))
+    medians = {k: round(statistics.median(s[k] for s in samples), 4) for k in samples[0]}
+    return {"kernel": module.NAME, "lines": len(path.read_text().splitlines()), **medians}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kernels", nargs="+", type=Path)
+    parser.add_argument("--target", type=int, help="compile for this sm_ arch, with no GPU")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    if args.target:
+        import triton
+        from triton.backends.compiler import GPUTarget
+
+        from polyduct_triton.precompile import _TargetDriver
+
+        driver = _TargetDriver()
+        driver.target = GPUTarget("cuda", args.target, 32)
+        triton.runtime.driver.set_active(driver)
+    _instrument()
+    for path in args.kernels:
+        print(json.dumps(stages(path, args.repeats)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
