@@ -72,9 +72,14 @@ class TritonBackend(KernelBackend):
         return KernelSource(spec.name, self.name, source)
 
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
-        modules = [self._load_one(src) for src in sources]
-        precompile.submit(modules)  # compile workers start on the graph's kernels now
-        return {src.name: m.launch for src, (m, _) in zip(sources, modules, strict=True)}
+        loaded = []
+        for src in sources:
+            loaded.append(self._load_one(src))
+            # compile workers start on this kernel's heuristic config while the next kernel is
+            # written and imported; tuning candidates queue behind every heuristic config
+            precompile.submit(loaded[-1:], slice(0, 1))
+        precompile.submit(loaded, slice(1, None))
+        return {src.name: m.launch for src, (m, _) in zip(sources, loaded, strict=True)}
 
     def _load_one(self, src: KernelSource) -> tuple[ModuleType, Path]:
         cache = self.options.cache or default_cache()

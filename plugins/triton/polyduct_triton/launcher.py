@@ -48,13 +48,14 @@ CUDA_OPTIONS = {} if INTERPRET else _cuda_options()
 # HEAVY kernels (long bodies, e.g. many fused special functions) take small blocks: Triton's
 # generated code, and its compile time, grow with the elements each thread holds.
 # Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
-# first candidate) without compiling the others; larger ones benchmark at most MAX_CONFIGS
-# candidates with a short do_bench, once per (device, pow2 xnumel, pow2 rnumel, idx64).
+# first candidate) without compiling the others; larger ones time at most MAX_CONFIGS candidates
+# for about TUNE_BUDGET_MS each (_time_ms), once per (device, pow2 xnumel, pow2 rnumel, idx64).
 TUNE_MIN_NUMEL = 1 << 20
 # The heuristic config is benchmarked first: a kernel it runs in under TUNE_MIN_MS keeps it, and
 # the other candidates are never compiled (each compile costs 0.1-0.8 s; a better config could
 # save a few microseconds per call there).
 TUNE_MIN_MS = 0.05
+TUNE_BUDGET_MS = 2.0
 MAX_CONFIGS = 3
 # Reductions up to this many elements per row keep the whole row in registers on GPUs.
 PERSISTENT_MAX = 8192
@@ -255,16 +256,34 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
                           num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
 
 
-def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
-    from triton.testing import do_bench
+def _time_ms(run):
+    """Mean milliseconds of `run` on the GPU: one warm launch, one timed launch to size the
+    sample, then as many back-to-back launches as fill TUNE_BUDGET_MS (at most 50). Tuning is
+    part of a first call: a few milliseconds per candidate rank configs whose kernels differ by
+    10% or more, where a full benchmark (L2 flushes, repetitions) costs 15 ms each."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    run()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    once = start.elapsed_time(end)
+    count = max(1, min(50, int(TUNE_BUDGET_MS / max(once, 1e-3))))
+    start.record()
+    for _ in range(count):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / count
 
+
+def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
     # Benchmark on copies of written buffers so tuning never changes the caller's data.
     scratch = [t.clone() if i in WRITTEN else t for i, t in enumerate(tensors)]
     scratch_err = None if err is None else err.clone()
 
     def timed(c):
-        return do_bench(lambda: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err),
-                        warmup=2, rep=10)
+        return _time_ms(lambda: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err))
 
     times = [timed(configs[0])]
     if times[0] < TUNE_MIN_MS:  # too short for another config to repay its compile

@@ -139,11 +139,12 @@ def start(timeout: float = 0.0) -> bool:
     return workers is not None and workers.wait_started(timeout)
 
 
-def submit(modules: list[tuple[ModuleType, Path]]) -> int:
-    """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only): every
-    heuristic config first, then tuning candidates. Returns how many were queued."""
+def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -> int:
+    """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only), those
+    of `ranks` in each module's list (0: its heuristic config; 1 on: its tuning candidates).
+    Heuristic configs go before any queued candidate. Returns how many were queued."""
     work = [(m, path, m.jobs()) for m, path in modules]
-    work = [w for w in work if w[2]]
+    work = [w for w in work if w[2][ranks]]
     target_pool = pool() if work else None
     if target_pool is None:
         return 0
@@ -151,7 +152,7 @@ def submit(modules: list[tuple[ModuleType, Path]]) -> int:
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
     queued = 0
     for module, path, jobs in work:
-        for rank, (key, args) in enumerate(jobs):
+        for rank, (key, args) in list(enumerate(jobs))[ranks]:
             job = {"path": str(path), "module": module.__name__, "args": args, "env": env,
                    "target": target}
             module.PRECOMPILED[key] = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)

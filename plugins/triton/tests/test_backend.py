@@ -95,22 +95,48 @@ def test_tuning_benchmarks_others_only_for_long_kernels(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: tuple[float, ...], best: int,
     benchmarked: int,
 ) -> None:
-    import triton.testing
-
     module = _cuda_module(tmp_path, f"long_{best}")
     calls: list[Any] = []
 
-    def bench(fn: Any, warmup: int, rep: int) -> float:
+    def bench(fn: Any) -> float:
         calls.append(fn)
         return times[len(calls) - 1]
 
-    monkeypatch.setattr(triton.testing, "do_bench", bench)
+    monkeypatch.setattr(module, "_time_ms", bench)
     configs = module._configs(1 << 22, 0)
     assert len(configs) == 3 and (times[0] < module.TUNE_MIN_MS) == (benchmarked == 1)
     a = torch.randn(7)
     chosen = module._tune(configs, (a, torch.empty(7)), (), 1 << 22, 0, False, None)
     assert chosen == configs[best]
     assert len(calls) == benchmarked
+
+
+@pytest.mark.parametrize(("once", "count"), [(0.1, 20), (0.001, 50), (5.0, 1)])
+def test_tuning_times_back_to_back_launches_filling_a_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, once: float, count: int
+) -> None:
+    """A candidate is timed over as many launches as fill TUNE_BUDGET_MS (2 ms), at most 50,
+    after a warm launch and a single timed one; the result is the mean of the batch."""
+    module = _cuda_module(tmp_path, f"budget_{count}")
+    log: list[str] = []
+
+    class Event:  # CUDA events as the timeline of `log`: a launch takes `once` ms
+        def __init__(self, enable_timing: bool) -> None:
+            assert enable_timing
+            self.at = 0
+
+        def record(self) -> None:
+            self.at = len(log)
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: Any) -> float:
+            return log[self.at:end.at].count("run") * once
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    assert module._time_ms(lambda: log.append("run")) == pytest.approx(once)
+    assert len(log) == 2 + count
 
 
 def test_static_launch_takes_runtime_arguments_and_reports_refusals(
