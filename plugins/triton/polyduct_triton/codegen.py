@@ -36,6 +36,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
     out.lines(["import torch", "import triton", "import triton.language as tl"])
     if not interpret:  # the interpreter has no libdevice; compiled kernels use it (triton >= 3.2)
         out.line("from triton.language.extra import libdevice")
+    out.line("from polyduct_triton.launcher import install_runtime")
     out.line("")
     out.line(f"INTERPRET = {interpret}")
     out.line(f"NAME = {string_literal(spec.name)}")
@@ -47,7 +48,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
         if helper.strip():
             out.lines(["", ""] + helper.strip("\n").replace("@triton.jit", "@_jit").splitlines())
     out.lines(["", ""])
-    out.lines(text.splitlines())
+    out.lines(text.rstrip("\n").splitlines())
     out.lines(["", ""])
     out.lines(render_launcher(spec, ctx, text.count("\n"), autotune).splitlines())
     return out.getvalue()

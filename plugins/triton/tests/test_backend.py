@@ -237,9 +237,14 @@ def _unary_spec(name: str, op: str) -> Any:
                                            ("fmod", False), ("mul_rn", False)])
 def test_fp_fusion_only_for_contraction_safe_ops(tmp_path: Path, op: str, fused: bool) -> None:
     """a*b+c may become one fma unless some op of the kernel needs its products rounded alone."""
-    source = backend(tmp_path).codegen(_unary_spec(f"k_{op}", op)).source
+    source = backend(tmp_path).codegen(
+        dataclasses.replace(_unary_spec(f"k_{op}", op), device="cuda")).source
     assert f"FP_FUSION = {fused}" in source
-    assert "enable_fp_fusion=FP_FUSION" in source
+    module = import_module_file(_write(tmp_path, source), f"k_{op}")
+    compiled: list[dict[str, Any]] = []
+    module._kernel.warmup = lambda *args, **options: compiled.append(options)
+    module.warmup((64, 1, 2), (torch.float32, torch.float32, 5, 1), 1, False, True)
+    assert compiled[0]["enable_fp_fusion"] is fused  # what Triton compiles the kernel with
 
 
 def test_modules_carry_only_the_prelude_helpers_their_kernel_calls(tmp_path: Path) -> None:

@@ -1,0 +1,363 @@
+"""The runtime of every generated Triton kernel module: config choice, tuning, compiling (or
+loading what a compile worker built), launching, and index-check errors.
+
+This file is not imported as a module: `launcher.install_runtime` compiles it once per process
+and executes it in each generated module's namespace (a module's own source is then its kernel
+and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
+worker). Its functions read the module's constants, written by `launcher.render_launcher`:
+INTERPRET, NAME, KIND, HEAVY, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
+`_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
+"""
+# ruff: noqa: F821 - the names above are the generated module's
+
+import torch
+import triton
+
+_SOURCE_ERRORS = tuple(
+    e for e in (
+        getattr(getattr(triton, "compiler", None), "CompilationError", None),
+        getattr(getattr(triton.runtime, "errors", None), "InterpreterError", None),
+    ) if e is not None
+)
+_BEST = {}
+# Set by the backend after import: a polyduct.cache.Cache keeping each shape class's tuned config
+# across processes (None: tuned configs live in this process only).
+TUNING_CACHE = None
+
+
+def _cuda_options():
+    # Triton links libdevice in its flush-to-zero flavour by default; torch keeps subnormals
+    # (sin, ceil, fmod... of a subnormal float32 or bfloat16 would otherwise see 0).
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return {}
+    known = CUDAOptions.__dataclass_fields__
+    return {"enable_reflect_ftz": False} if "enable_reflect_ftz" in known else {}
+
+
+CUDA_OPTIONS = {} if INTERPRET else _cuda_options()
+# HEAVY kernels (long bodies, e.g. many fused special functions) take small blocks: Triton's
+# generated code, and its compile time, grow with the elements each thread holds.
+# Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
+# first candidate) without compiling the others; larger ones time at most MAX_CONFIGS candidates
+# for about TUNE_BUDGET_MS each (_time_ms), once per (device, pow2 xnumel, pow2 rnumel, idx64).
+TUNE_MIN_NUMEL = 1 << 20
+# The heuristic config is benchmarked first: a kernel it runs in under TUNE_MIN_MS keeps it, and
+# the other candidates are never compiled (each compile costs 0.1-0.8 s; a better config could
+# save a few microseconds per call there).
+TUNE_MIN_MS = 0.05
+TUNE_BUDGET_MS = 2.0
+MAX_CONFIGS = 3
+# Reductions up to this many elements per row keep the whole row in registers on GPUs.
+PERSISTENT_MAX = 8192
+
+
+def _pow2(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _dedup(configs):
+    out = []
+    for c in configs:
+        if c not in out:
+            out.append(c)
+    return out[:MAX_CONFIGS]
+
+
+def _configs(xnumel, rnumel):
+    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first."""
+    xp, rp = _pow2(xnumel), _pow2(rnumel)
+    if KIND == "pointwise":
+        if INTERPRET:
+            return [(min(1024, xp), 1, 4)]
+        if HEAVY:  # one element per thread: compile time grows with elements per thread
+            xb = min(128, xp)
+            return [(xb, 1, max(1, min(4, xb // 32)))]
+        return _dedup([(min(1024, xp), 1, 4), (min(512, xp), 1, 8), (min(256, xp), 1, 4)])
+    if KIND == "sort":
+        budget = 1 << 16 if INTERPRET else 1 << 14
+        return [(max(1, min(xp, budget // (rp * rp))), rp, 8)]
+    budget = 1 << 14 if INTERPRET else (1024 if HEAVY else 4096)
+    if KIND == "scan" or rp <= (4096 if INTERPRET else 1024):
+        rb = rp
+    else:
+        rb = 4096 if INTERPRET else 1024
+    first = (max(1, min(xp, budget // rb)), rb, 8 if rb >= 512 else 4)
+    if INTERPRET:
+        return [first]
+    if not HEAVY and KIND == "reduction" and 1024 < rp <= PERSISTENT_MAX:
+        # Persistent: a row of up to PERSISTENT_MAX elements is read from memory once, however
+        # many stages (max, sum, normalise) use it; looping would read it once per stage.
+        return _dedup([(1, rp, 8), (1, rp, 16), (max(1, min(xp, 8192 // rp)), rp, 16)])
+    if rb == rp and rb < 64:
+        return _dedup([first, (max(1, min(xp, 1024 // rb)), rb, 4)])
+    if rb == rp:
+        return [first]
+    return _dedup([first, (max(1, min(xp, budget // 256)), 256, 4)])
+
+
+# Launches on GPUs (Triton >= 3.4, which has `triton.knobs`): the first launch of a (config,
+# specialisation) compiles through the JIT's warmup, which launches nothing; every launch then
+# skips the JIT's per-call argument binding (tens of microseconds, most of a small kernel's cost).
+# It goes through torch's precompiled CUDA launcher where torch has one, as Inductor does: Triton
+# 3.6 builds a C launcher with gcc for each new kernel signature instead (0.3 s the first time).
+# Otherwise it calls the compiled kernel's own launcher, which takes every bound argument,
+# constexprs included.
+DIRECT = not INTERPRET and hasattr(triton, "knobs")
+_COMPILED = {}
+
+
+# Set by the backend after import: (config, idx64, persistent, specialisation) -> the Future of
+# that compile in a worker process (polyduct_triton.precompile), awaited by its first launch.
+PRECOMPILED = {}
+
+
+def _specialisation(args):
+    # What Triton specialises a compiled kernel on: 16-byte aligned pointers (a dtype stands for
+    # an aligned tensor, as in Triton's warmup); integers equal to 1, divisible by 16, or wider
+    # than 32 bits.
+    return tuple(
+        a.data_ptr() % 16 == 0 if isinstance(a, torch.Tensor)
+        else True if isinstance(a, torch.dtype)
+        else (a == 1, a % 16 == 0, -(2**31) <= a < 2**31)
+        for a in args
+    )
+
+
+def _torch_launcher_class():
+    import importlib
+
+    for module in ("torch._inductor.runtime.static_triton_launcher",
+                   "torch._inductor.runtime.static_cuda_launcher"):
+        try:
+            return importlib.import_module(module).StaticallyLaunchedCudaKernel
+        except (ImportError, AttributeError):
+            continue
+    return None
+
+
+def _static(compiled, device):
+    """(`launch(grid0, stream, args)` through torch's static CUDA launcher, None), or (None,
+    why not): torch has none, or it does not take this kernel (launch hooks set, scratch
+    memory, other argument types)."""
+    import os
+
+    if os.environ.get("POLYDUCT_TRITON_LAUNCHER") == "triton":
+        return None, "POLYDUCT_TRITON_LAUNCHER=triton"
+    cls = _torch_launcher_class()
+    cubins = [p for name, p in getattr(compiled, "metadata_group", {}).items()
+              if name.endswith(".cubin")]
+    if cls is None or not cubins:
+        return None, "no static CUDA launcher in torch" if cls is None else "no cubin"
+    compiled._cubin_path = cubins[0]
+    try:
+        kernel = cls(compiled)
+        kernel.load_kernel(device)
+    except Exception as exc:  # noqa: BLE001 - not launchable this way: Triton's launcher runs it
+        return None, f"{type(exc).__name__}: {exc}"
+    src = compiled.src
+    names = src.fn.arg_names
+    kinds = {names.index(k) if isinstance(k, str) else k: v for k, v in src.signature.items()}
+    runtime = [i for i in range(len(names)) if kinds.get(i) != "constexpr"]
+    run = kernel.run
+
+    def launch(grid0, stream, args):
+        run(grid0, 1, 1, stream, *[args[i] for i in runtime])
+
+    launch.via = "torch"
+    return launch, None
+
+
+def _triton_launch(compiled, why):
+    """`launch(grid0, stream, args)` through the compiled kernel's own launcher (`why`: the
+    reason torch's static launcher does not run it)."""
+    hooks = triton.knobs.runtime
+
+    def launch(grid0, stream, args):
+        enter = hooks.launch_enter_hook
+        meta = None if enter is None else compiled.launch_metadata((grid0, 1, 1), stream, *args)
+        compiled.run(grid0, 1, 1, stream, compiled.function, compiled.packed_metadata, meta,
+                     enter, hooks.launch_exit_hook, *args)
+
+    launch.via = f"triton ({why})"
+    return launch
+
+
+def warmup(cfg, args, grid0, idx64, persistent):
+    """Compile one (config, specialisation) without launching it: here before a first launch,
+    and in compile workers ahead of it (where `args` has dtypes in place of tensors)."""
+    xb, rb, warps = cfg
+    return _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
+                          PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
+                          **CUDA_OPTIONS)
+
+
+def _from_worker(key):
+    """Whether a compile worker built this (config, specialisation) into Triton's cache. A job
+    no worker has started yet is cancelled (compiling here is sooner than waiting), as is one
+    that failed or outlived the wait: then the first launch compiles it (and reports errors)."""
+    future = PRECOMPILED.pop(key, None)
+    if future is None or future.cancel():
+        return False
+    try:
+        return future.result(timeout=600) is None
+    except Exception:  # noqa: BLE001 - a worker died or hung: compiled here instead
+        return False
+
+
+def _job(cfg, args, xnumel, rnumel, idx64):
+    """(key, warmup arguments) of launching `cfg` with `args`: one computation for the launch
+    and the compile workers, whose compiles the launch finds by this key."""
+    persistent = cfg[1] >= rnumel  # one block covers the reduction: the kernel runs it loop-free
+    grid0 = (xnumel + cfg[0] - 1) // cfg[0]
+    return (cfg, idx64, persistent, _specialisation(args)), (cfg, args, grid0, idx64, persistent)
+
+
+def _compile(key, job, device):
+    """The launch function of one (config, specialisation), compiled without launching."""
+    ahead = _from_worker(key)
+    compiled = warmup(*job)
+    launch, why = _static(compiled, device)
+    launch = launch or _triton_launch(compiled, why)
+    launch.ahead = ahead  # True: a worker compiled it, this process loaded it from the cache
+    return launch
+
+
+def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
+    xb, rb, warps = cfg
+    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    key, job = _job(cfg, args, xnumel, rnumel, idx64)
+    _, _, grid0, _, persistent = job
+    if DIRECT:
+        device = triton.runtime.driver.active.get_current_device()
+        launch = _COMPILED.get((device, key))
+        if launch is None:
+            launch = _COMPILED[device, key] = _compile(key, job, device)
+        launch(grid0, triton.runtime.driver.active.get_current_stream(device),
+               (*args, xb, rb, idx64, persistent))
+    elif INTERPRET:
+        # numpy computes the interpreted kernel: IEEE overflow, NaN and division by zero are
+        # results here as on a GPU, not something to warn about
+        import numpy
+
+        with numpy.errstate(all="ignore"):
+            _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
+    else:
+        _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
+                          num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
+
+
+def _time_ms(run):
+    """Mean milliseconds of `run` on the GPU: one warm launch, one timed launch to size the
+    sample, then as many back-to-back launches as fill TUNE_BUDGET_MS (at most 50). Tuning is
+    part of a first call: a few milliseconds per candidate rank configs whose kernels differ by
+    10% or more, where a full benchmark (L2 flushes, repetitions) costs 15 ms each."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    run()
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    once = start.elapsed_time(end)
+    count = max(1, min(50, int(TUNE_BUDGET_MS / max(once, 1e-3))))
+    start.record()
+    for _ in range(count):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / count
+
+
+def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    # Benchmark on copies of written buffers so tuning never changes the caller's data.
+    scratch = [t.clone() if i in WRITTEN else t for i, t in enumerate(tensors)]
+    scratch_err = None if err is None else err.clone()
+
+    def timed(c):
+        return _time_ms(lambda: _launch(c, scratch, sizes, xnumel, rnumel, idx64, scratch_err))
+
+    times = [timed(configs[0])]
+    if times[0] < TUNE_MIN_MS:  # too short for another config to repay its compile
+        return configs[0]
+    times += [timed(c) for c in configs[1:]]
+    return configs[times.index(min(times))]
+
+
+def _device_name(device):
+    return torch.cuda.get_device_name(device)
+
+
+def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The fastest candidate for `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this device:
+    benchmarked once, then read from TUNING_CACHE by later processes, which compile only the
+    winner."""
+    if TUNING_CACHE is None:
+        return _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
+    import hashlib
+    import json
+
+    with open(__file__, "rb") as src:
+        kernel = hashlib.sha256(src.read() + RUNTIME_DIGEST.encode()).hexdigest()
+    inputs = {"kernel": kernel, "device": _device_name(tensors[0].device),
+              "triton": triton.__version__, "class": repr(shape_class)}
+
+    def build(tmp):
+        best = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
+        (tmp / "config.json").write_text(json.dumps(list(best)))
+
+    entry = TUNING_CACHE.entry("triton-tuning", inputs, build)
+    best = tuple(json.loads((entry / "config.json").read_text()))
+    return best if best in configs else configs[0]
+
+
+def _candidates(xnumel, rnumel, cuda):
+    """The configs a first launch may compile: all candidates where it tunes, else the heuristic."""
+    configs = _configs(xnumel, rnumel)
+    small = xnumel * max(rnumel, 1) < TUNE_MIN_NUMEL
+    return configs if AUTOTUNE and cuda and not (INTERPRET or small) else configs[:1]
+
+
+def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
+    device = tensors[0].device
+    key = (device, _pow2(xnumel), _pow2(rnumel), idx64)
+    if key in _BEST:
+        return _BEST[key]
+    configs = _candidates(xnumel, rnumel, device.type == "cuda")
+    if len(configs) == 1:
+        _BEST[key] = configs[0]
+    else:
+        _BEST[key] = _tuned(key[1:], configs, tensors, sizes, xnumel, rnumel, idx64, err)
+    return _BEST[key]
+
+
+def _jobs(args, xnumel, rnumel, idx64):
+    """(key, warmup arguments) of each config the first launch with `args` (dtypes in place of
+    tensors) may compile, heuristic first: what compile workers can build ahead of it."""
+    if not DIRECT or xnumel <= 0:
+        return []
+    return [_job(cfg, args, xnumel, rnumel, idx64) for cfg in _candidates(xnumel, rnumel, True)]
+
+
+def _run(tensors, sizes, xnumel, rnumel, idx64, err):
+    try:
+        cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
+        _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
+    except _SOURCE_ERRORS as exc:
+        from polyduct.errors import KernelCompileError
+
+        with open(__file__) as src:
+            text = src.read()
+        raise KernelCompileError("triton", NAME, __file__, f"{exc}\n--- source ---\n{text}") from exc
+
+
+def _raise_index_error(err):
+    from polyduct.errors import KernelIndexError
+
+    flags = err.view(-1, 3)
+    slot = int(torch.nonzero(flags[:, 0]).flatten()[0])
+    if slot in ASSERTS:
+        from polyduct.errors import KernelAssertError
+
+        raise KernelAssertError(NAME, "triton", ASSERTS[slot])
+    raise KernelIndexError(NAME, CHECKED[slot], int(flags[slot, 1]), int(flags[slot, 2]))
