@@ -313,15 +313,15 @@ def _split(prelude: str) -> dict[str, str]:
 
 
 _HELPERS: Final = _split(PRELUDE + MATH_PRELUDE)
+_WORD: Final = re.compile(r"\w+")
+_WORDS: Final = {name: frozenset(_WORD.findall(chunk)) for name, chunk in _HELPERS.items()}
 
 
 def prelude_for(code: str) -> str:
     """The prelude helpers `code` calls, and those they call in turn, in prelude order."""
     used: set[str] = set()
-    text = code
-    while True:
-        new = {n for n in _HELPERS if n not in used and re.search(rf"\b{n}\b", text)}
-        if not new:
-            return "\n\n\n".join(c for n, c in _HELPERS.items() if n in used)
+    names = set(_WORD.findall(code))
+    while new := {n for n in names & _HELPERS.keys() if n not in used}:
         used |= new
-        text = "\n".join(_HELPERS[n] for n in new)
+        names = {w for n in new for w in _WORDS[n]}
+    return "\n\n\n".join(c for n, c in _HELPERS.items() if n in used)
