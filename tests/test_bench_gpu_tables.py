@@ -107,3 +107,40 @@ def test_phases_are_exclusive_of_traced_callees() -> None:
                                          "CachingAutotuner.benchmark_all_configs": 0.25}}
     assert compile_seconds(inductor) == 0.75
     assert compile_seconds({"phases": {}, "dynamo": {"build_guards": 0.1}}) is None
+
+
+def test_phases_trace_a_first_call_through_the_triton_backend(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`install` traces polyduct's compile and each kernel module's first-launch steps (here
+    under Triton's interpreter, which launches through `_run` only); `report` adds up to the
+    first call."""
+    import os
+    import time
+
+    import torch
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("the Triton interpreter runs CPU tensors (scripts/test.sh sets it)")
+    from bench import phases
+    from polyduct.frontend import dynamo
+    from polyduct_triton.backend import TritonBackend
+
+    # restored after the test: install() wraps these for the rest of a process
+    monkeypatch.setattr(dynamo, "compile_graph", dynamo.compile_graph)
+    monkeypatch.setattr(TritonBackend, "codegen", TritonBackend.codegen)
+    monkeypatch.setattr(TritonBackend, "load", TritonBackend.load)
+    monkeypatch.setattr(phases, "TRACER", phases.Tracer())
+    fn = torch.compile(lambda x: (x * 2).sin().sum(1), backend="polyduct",
+                       options={"kernels": "triton"}, dynamic=False)
+    phases.install()
+    start = time.perf_counter()
+    fn(torch.randn(16, 8))
+    total = time.perf_counter() - start
+    result = phases.report(total)
+    assert result["calls"]["compile_graph"] == 1 and result["calls"]["triton load"] == 1
+    assert result["calls"]["launch"] == result["calls"]["triton codegen"] >= 1
+    assert sum(result["phases"].values()) == pytest.approx(total, abs=1e-3)
+    assert "OutputGraph.call_user_compiler" in result["dynamo"]
+    seconds = phases.compile_seconds(result)
+    assert seconds is not None and 0 < seconds < total
