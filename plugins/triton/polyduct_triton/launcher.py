@@ -46,6 +46,7 @@ def install_runtime(namespace: dict[str, Any]) -> None:
     namespace["RUNTIME_DIGEST"] = digest
     exec(code, namespace)  # noqa: S102 - polyduct's own file, in the module it was written for
 
+
 def _py(ctx: KernelContext, expr: sympy.Expr) -> str:
     return str(PythonIndexPrinter().doprint(sympy.sympify(expr).xreplace(ctx.rename)))
 
