@@ -86,8 +86,10 @@ class CompilePool:
         """One worker's life: start it, then feed it jobs until it dies."""
         pipes = None
         try:
+            # A session of its own: Ctrl-C at a terminal interrupts the program, not every worker
+            # (each prints nothing and exits when the program's end closes its pipes).
             proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE)
+                                    stdout=subprocess.PIPE, start_new_session=True)
             if proc.stdin is not None and proc.stdout is not None:
                 _write(proc.stdin, self._target)
                 _read(proc.stdout)  # ready: torch and Triton imported, the compiler warmed
@@ -236,10 +238,19 @@ def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> bool:
 
 
 def serve_worker() -> None:
-    """A compile worker's loop: a job from stdin, its outcome to stdout, until stdin closes."""
+    """A compile worker's loop: a job from stdin, its outcome to stdout, until stdin closes. A
+    worker whose parent is gone (its pipes closed, say by a short script's exit while the
+    worker was still starting) exits quietly."""
     # Replies go to the original stdout; anything else printed goes to stderr.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
+    try:
+        _serve_jobs(out)
+    except (EOFError, BrokenPipeError):
+        os._exit(0)  # nothing to report to, nor to flush at exit
+
+
+def _serve_jobs(out: IO[bytes]) -> None:
     # Warnings would repeat once per worker; the launch that loads a kernel reports its own.
     warnings.simplefilter("ignore")
     import torch  # noqa: F401 - generated modules import it; loaded before the first job
@@ -259,13 +270,10 @@ def serve_worker() -> None:
     modules: dict[str, ModuleType] = {}
     _write(out, "ready")
     while True:
-        try:
-            job = _read(sys.stdin.buffer)
-        except EOFError:
-            return
+        job = _read(sys.stdin.buffer)
         try:
             _compile_job(job, modules, driver)
-            _write(out, None)
+            outcome = None
         except Exception as exc:  # noqa: BLE001 - reported; the launch compiles it and raises
-            _write(out, f"{type(exc).__name__}: {exc}")
-
+            outcome = f"{type(exc).__name__}: {exc}"
+        _write(out, outcome)

@@ -153,6 +153,26 @@ def test_jobs_wait_for_launches_when_workers_cannot_start(monkeypatch: pytest.Mo
     assert not future.running() and future.cancel()  # what a launch does with it
 
 
+def test_workers_exit_quietly_when_their_program_is_gone() -> None:
+    """A short program can end while its workers still start: a worker whose stdin closes
+    before its target, or whose stdout closes before it reports ready, exits with status 0 and
+    prints nothing (it once printed a BrokenPipeError traceback)."""
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", precompile._WORKER], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    closed_early, gone_before_ready = start(), start()
+    assert closed_early.stdin is not None and closed_early.stdout is not None
+    closed_early.stdin.close()
+    assert gone_before_ready.stdin is not None and gone_before_ready.stdout is not None
+    precompile._write(gone_before_ready.stdin, None)  # no target: no compiler warm-up
+    gone_before_ready.stdout.close()
+    gone_before_ready.stdin.close()
+    for proc in (closed_early, gone_before_ready):
+        assert proc.wait(timeout=120) == 0
+        assert proc.stderr is not None and proc.stderr.read().decode() == ""
+
+
 def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
