@@ -315,8 +315,9 @@ def cold_compile(
     (workload, compiler) runs `repeats` times, round-robin over the compilers so that machine
     drift hits them alike; the table takes the median, `<variant>_runs` keeps every sample.
     Each first call also records where its time went (`bench.phases`: `<variant>_phases`) and
-    the backend's compile seconds within it (`<variant>_compile`, median). With `profile`, each worker writes its first call's cProfile summary beside the table
-    (its seconds then include the profiler's overhead: time without it)."""
+    the backend's compile seconds within it (`<variant>_compile`, median). With `profile`, each
+    worker writes its first call's cProfile summary beside the table (its seconds then include
+    the profiler's overhead: time without it)."""
     import statistics
 
     rows = []

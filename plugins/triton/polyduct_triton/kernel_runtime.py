@@ -184,13 +184,17 @@ def _triton_launch(compiled, why):
     return launch
 
 
+def _options(cfg, idx64, persistent):
+    """The kernel's constexprs and Triton's compile options for one config."""
+    xb, rb, warps = cfg
+    return dict(XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent, num_warps=warps,
+                enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
+
+
 def warmup(cfg, args, grid0, idx64, persistent):
     """Compile one (config, specialisation) without launching it: here before a first launch,
     and in compile workers ahead of it (where `args` has dtypes in place of tensors)."""
-    xb, rb, warps = cfg
-    return _kernel.warmup(*args, grid=(grid0,), XBLOCK=xb, RBLOCK=rb, IDX64=idx64,
-                          PERSISTENT=persistent, num_warps=warps, enable_fp_fusion=FP_FUSION,
-                          **CUDA_OPTIONS)
+    return _kernel.warmup(*args, grid=(grid0,), **_options(cfg, idx64, persistent))
 
 
 def _from_worker(key):
@@ -225,7 +229,7 @@ def _compile(key, job, device):
 
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
-    xb, rb, warps = cfg
+    xb, rb, _ = cfg
     args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
     key, job = _job(cfg, args, xnumel, rnumel, idx64)
     _, _, grid0, _, persistent = job
@@ -244,8 +248,7 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         with numpy.errstate(all="ignore"):
             _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent)
     else:
-        _kernel[(grid0,)](*args, XBLOCK=xb, RBLOCK=rb, IDX64=idx64, PERSISTENT=persistent,
-                          num_warps=warps, enable_fp_fusion=FP_FUSION, **CUDA_OPTIONS)
+        _kernel[(grid0,)](*args, **_options(cfg, idx64, persistent))
 
 
 def _time_ms(run):
@@ -254,19 +257,18 @@ def _time_ms(run):
     part of a first call: a few milliseconds per candidate rank configs whose kernels differ by
     10% or more, where a full benchmark (L2 flushes, repetitions) costs 15 ms each."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def batch(count):  # milliseconds of `count` launches back to back
+        start.record()
+        for _ in range(count):
+            run()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
     run()
-    start.record()
-    run()
-    end.record()
-    end.synchronize()
-    once = start.elapsed_time(end)
-    count = max(1, min(50, int(TUNE_BUDGET_MS / max(once, 1e-3))))
-    start.record()
-    for _ in range(count):
-        run()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / count
+    count = max(1, min(50, int(TUNE_BUDGET_MS / max(batch(1), 1e-3))))
+    return batch(count) / count
 
 
 def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
