@@ -5,7 +5,7 @@ This file is not imported as a module: `launcher.install_runtime` compiles it on
 and executes it in each generated module's namespace (a module's own source is then its kernel
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
-INTERPRET, NAME, KIND, HEAVY, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
+INTERPRET, NAME, KIND, HEAVY, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
 `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
 """
 # ruff: noqa: F821 - the names above are the generated module's
@@ -66,7 +66,14 @@ def _dedup(configs):
 
 
 def _configs(xnumel, rnumel):
-    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first."""
+    """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first.
+
+    On GPUs the elements each thread holds follow the kernel's widest element type (ITEMSIZE
+    bytes): pointwise threads hold 8 bytes of it (float32: 2 elements, bfloat16: 4), persistent
+    reduction rows 32 bytes. Measured on the H200 (bench/triton_configs.py, docs/backends/
+    triton.md): more elements per thread run no faster and cost Triton more to compile (the
+    30-op chain: 2.0 s at 8 float32 elements per thread, 0.47 s at 2, with a faster kernel).
+    """
     xp, rp = _pow2(xnumel), _pow2(rnumel)
     if KIND == "pointwise":
         if INTERPRET:
@@ -74,7 +81,18 @@ def _configs(xnumel, rnumel):
         if HEAVY:  # one element per thread: compile time grows with elements per thread
             xb = min(128, xp)
             return [(xb, 1, max(1, min(4, xb // 32)))]
-        return _dedup([(min(1024, xp), 1, 4), (min(512, xp), 1, 8), (min(256, xp), 1, 4)])
+        per_thread = max(1, min(8, 8 // ITEMSIZE))
+        xb = min(1024, 512 * per_thread)
+
+        def fit(xb, warps):  # small problems: a smaller block, no more warps than it fills
+            xb = min(xb, xp)
+            return xb, 1, max(1, min(warps, xb // 32))
+
+        warps = xb // (32 * per_thread)
+        configs = [fit(xb, warps), fit(xb // 2, warps // 2)]
+        if per_thread > 1:  # half the elements per thread: compute-heavy kernels prefer it
+            configs.append(fit(xb, 2 * warps))
+        return _dedup(configs)
     if KIND == "sort":
         budget = 1 << 16 if INTERPRET else 1 << 14
         return [(max(1, min(xp, budget // (rp * rp))), rp, 8)]
@@ -89,7 +107,8 @@ def _configs(xnumel, rnumel):
     if not HEAVY and KIND == "reduction" and 1024 < rp <= PERSISTENT_MAX:
         # Persistent: a row of up to PERSISTENT_MAX elements is read from memory once, however
         # many stages (max, sum, normalise) use it; looping would read it once per stage.
-        return _dedup([(1, rp, 8), (1, rp, 16), (max(1, min(xp, 8192 // rp)), rp, 16)])
+        warps = max(4, min(16, rp * ITEMSIZE // 1024))  # 32 bytes per thread
+        return _dedup([(1, rp, warps), (1, rp, 8), (1, rp, 16), (2, rp, 16)])
     if rb == rp and rb < 64:
         return _dedup([first, (max(1, min(xp, 1024 // rb)), rb, 4)])
     if rb == rp:

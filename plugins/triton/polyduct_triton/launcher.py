@@ -102,6 +102,7 @@ def render_launcher(
     lines = [
         f"KIND = {string_literal(spec.kind)}",
         f"HEAVY = {body_lines > HEAVY_LINES}",
+        f"ITEMSIZE = {max((b.dtype.itemsize for b in spec.args), default=4)}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"AUTOTUNE = {autotune}",
         f"WRITTEN = frozenset({written!r})",

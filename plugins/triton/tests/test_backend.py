@@ -63,6 +63,39 @@ def test_autotune_option_decides_whether_large_problems_benchmark(
     assert tuned == ([candidates] if autotune else [])
 
 
+@pytest.mark.parametrize(("dtype", "per_thread"), [
+    (torch.float64, 1), (torch.float32, 2), (torch.bfloat16, 4), (torch.int8, 8),
+])
+def test_pointwise_configs_follow_the_element_width(
+    tmp_path: Path, dtype: torch.dtype, per_thread: int
+) -> None:
+    """On GPUs a pointwise thread holds 8 bytes of the kernel's widest type (elements per
+    thread drive Triton's compile time, not the kernel's speed); a candidate with half as many
+    elements per thread is tuned beside it; small problems take a smaller block."""
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.abs(ops.load("a", x[0])))
+
+    a = torch.zeros(7, dtype=dtype)
+    s = spec(f"w{per_thread}", [7], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(s, device="cuda")).source
+    module = import_module_file(_write(tmp_path, source), f"width_{per_thread}")
+    configs = module._configs(1 << 26, 0)
+    assert [xb // (32 * warps) for xb, _, warps in configs] == (
+        [per_thread, per_thread] + ([per_thread // 2] if per_thread > 1 else []))
+    assert module._configs(64, 0) == [(64, 1, 2)]
+
+
+def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
+    """A persistent 4096-element row runs at 16 warps in float32, 8 in bfloat16 (heuristic
+    first), with the other widths among the candidates."""
+    for dtype, warps in ((torch.float32, 16), (torch.bfloat16, 8)):
+        module = _cuda_module(tmp_path, f"rows_{warps}")
+        module.KIND, module.ITEMSIZE = "reduction", dtype.itemsize
+        assert module._configs(16384, 4096) == [(1, 4096, warps), (1, 4096, 24 - warps),
+                                                (2, 4096, 16)]
+
+
 def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
     """A shape class tuned once is read from the tuning cache by a fresh copy of the module (a
     new process), which benchmarks nothing; another shape class or device is tuned anew."""

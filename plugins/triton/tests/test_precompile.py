@@ -90,7 +90,7 @@ def test_workers_compile_what_first_launches_load_from_the_cache(tmp_path: Path)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     jobs = report["jobs"]
     assert [len(jobs[name]) for name in ("copy7", "copy4m", "row_sum")] == [1, 3, 3]
-    assert jobs["copy4m"][0][0] == [1024, 1, 4]  # the heuristic config leads
+    assert jobs["copy4m"][0][0] == [1024, 1, 16]  # the heuristic leads: 2 float32 per thread
     assert all(error is None for job in jobs.values() for _, error in job), jobs
     assert report["new_entries"] == 0
     assert report["warmed"] and report["left"] == 0  # compiled into a throwaway cache
