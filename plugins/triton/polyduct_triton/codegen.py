@@ -8,6 +8,7 @@ those loops run once (persistent).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 
@@ -50,7 +51,8 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
     out.lines(["", ""])
     out.lines(text.rstrip("\n").splitlines())
     out.lines(["", ""])
-    out.lines(render_launcher(spec, ctx, text.count("\n"), autotune).splitlines())
+    digest = hashlib.sha256(out.getvalue().encode()).hexdigest()  # the kernel and its helpers
+    out.lines(render_launcher(spec, ctx, text.count("\n"), digest, autotune).splitlines())
     return out.getvalue()
 
 

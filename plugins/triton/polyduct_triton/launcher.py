@@ -45,6 +45,13 @@ def install_runtime(namespace: dict[str, Any]) -> None:
     code, digest = _runtime()
     namespace["RUNTIME_DIGEST"] = digest
     exec(code, namespace)  # noqa: S102 - polyduct's own file, in the module it was written for
+    kernel = namespace["_kernel"]
+    if not namespace["INTERPRET"] and getattr(kernel, "hash", "") is None:
+        # Triton keys a compiled kernel by a hash of its source and of every function it
+        # calls, found by walking its AST at the first launch (5-12 ms a kernel, in the process
+        # and in each compile worker). The module's own digest covers the same text: its
+        # kernel and helpers; Triton's version, options and target are keyed by Triton.
+        kernel.hash = namespace["KERNEL_DIGEST"]
 
 
 def _py(ctx: KernelContext, expr: sympy.Expr) -> str:
@@ -83,12 +90,14 @@ def _static_jobs(spec: KernelSpec, ctx: KernelContext) -> list[str]:
 
 
 def render_launcher(
-    spec: KernelSpec, ctx: KernelContext, body_lines: int, autotune: bool = True
+    spec: KernelSpec, ctx: KernelContext, body_lines: int, digest: str, autotune: bool = True
 ) -> str:
     """Python source of the launcher (module constants, runtime helpers and `launch`).
 
     `body_lines` is the length of the kernel body; past HEAVY_LINES the kernel is HEAVY.
-    Without `autotune` the launcher never benchmarks candidates.
+    `digest` is the SHA-256 of the module's source above the launcher (the kernel and its
+    helpers): the kernel's key in Triton's caches. Without `autotune` the launcher never
+    benchmarks candidates.
     """
     tensors = [ctx.arg(b.name) for b in spec.args]
     sizes = [ctx.args[s.name] for s in spec.size_args]
@@ -105,6 +114,7 @@ def render_launcher(
         f"ITEMSIZE = {max((b.dtype.itemsize for b in spec.args), default=4)}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"AUTOTUNE = {autotune}",
+        f"KERNEL_DIGEST = {string_literal(digest)}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",
         f"ASSERTS = {{{asserts}}}",

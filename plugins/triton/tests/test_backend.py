@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -94,6 +98,32 @@ def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
         module.KIND, module.ITEMSIZE = "reduction", dtype.itemsize
         assert module._configs(16384, 4096) == [(1, 4096, warps), (1, 4096, 24 - warps),
                                                 (2, 4096, 16)]
+
+
+def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
+    """A CUDA module's kernel carries the digest of the source above its launcher as Triton's
+    cache key (no AST walk at the first launch); another kernel body gets another key."""
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.neg(ops.load("a", x[0])))
+
+    t = torch.randn(7)
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    paths = []
+    for s in (_copy_spec("digest_a"),
+              spec("digest_b", [7], [], [("outer", body)], [buf("a", t, "in"), buf("o", t, "out")])):
+        text = be.codegen(dataclasses.replace(s, device="cuda")).source
+        above = text[:text.index("KIND = ")]
+        assert f'KERNEL_DIGEST = "{hashlib.sha256(above.encode()).hexdigest()}"' in text
+        paths.append(tmp_path / f"{s.name}.py")
+        paths[-1].write_text(text)
+    script = ("import sys; from pathlib import Path; from polyduct.cache import import_module_file\n"
+              "for i, p in enumerate(sys.argv[1:]):\n"
+              "    m = import_module_file(Path(p), f'm{i}')\n"
+              "    print(m._kernel.hash == m.KERNEL_DIGEST, m._kernel.hash)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's real JIT
+    out = subprocess.run([sys.executable, "-c", script, *map(str, paths)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True).stdout.split()
+    assert out[0] == out[2] == "True" and out[1] != out[3]
 
 
 def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
