@@ -5,7 +5,7 @@ This file is not imported as a module: `launcher.install_runtime` compiles it on
 and executes it in each generated module's namespace (a module's own source is then its kernel
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
-INTERPRET, NAME, KIND, HEAVY, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
+INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
 `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
 """
 # ruff: noqa: F821 - the names above are the generated module's
@@ -69,10 +69,13 @@ def _configs(xnumel, rnumel):
     """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first.
 
     On GPUs the elements each thread holds follow the kernel's widest element type (ITEMSIZE
-    bytes): pointwise threads hold 8 bytes of it (float32: 2 elements, bfloat16: 4), persistent
-    reduction rows 32 bytes. Measured on the H200 (bench/triton_configs.py, docs/backends/
-    triton.md): more elements per thread run no faster and cost Triton more to compile (the
-    30-op chain: 2.0 s at 8 float32 elements per thread, 0.47 s at 2, with a faster kernel).
+    bytes): a pointwise thread holds 8 bytes of it (float32: 2 elements, bfloat16: 4), 16 in
+    LIGHT kernels of 16-bit or narrower types (short bodies, memory-bound: 16-byte loads ran
+    bfloat16's pointwise3 2-5% faster; float32 ran alike at 8 and 16 bytes); a persistent
+    reduction row 32 bytes. Measured on the H200 (bench/triton_configs.py, docs/backends/
+    triton.md): in long kernels more elements per thread run no faster and cost Triton more to
+    compile (the 30-op chain: 2.0 s at 8 float32 elements per thread, 0.47 s at 2, with a faster
+    kernel).
     """
     xp, rp = _pow2(xnumel), _pow2(rnumel)
     if KIND == "pointwise":
@@ -81,7 +84,7 @@ def _configs(xnumel, rnumel):
         if HEAVY:  # one element per thread: compile time grows with elements per thread
             xb = min(128, xp)
             return [(xb, 1, max(1, min(4, xb // 32)))]
-        per_thread = max(1, min(8, 8 // ITEMSIZE))
+        per_thread = max(1, min(8, (16 if LIGHT and ITEMSIZE <= 2 else 8) // ITEMSIZE))
         xb = min(1024, 512 * per_thread)
 
         def fit(xb, warps):  # small problems: a smaller block, no more warps than it fills

@@ -28,7 +28,8 @@ from polyduct.indexing import PythonIndexPrinter, product
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext
 
-HEAVY_LINES = 400
+HEAVY_LINES = 400  # past it a kernel is HEAVY: one element per thread
+LIGHT_LINES = 48  # up to it a kernel is LIGHT: 16-bit types take 16 bytes per pointwise thread
 
 
 @functools.cache
@@ -94,7 +95,8 @@ def render_launcher(
 ) -> str:
     """Python source of the launcher (module constants, runtime helpers and `launch`).
 
-    `body_lines` is the length of the kernel body; past HEAVY_LINES the kernel is HEAVY.
+    `body_lines` is the length of the kernel body: past HEAVY_LINES the kernel is HEAVY, up
+    to LIGHT_LINES it is LIGHT.
     `digest` is the SHA-256 of the module's source above the launcher (the kernel and its
     helpers): the kernel's key in Triton's caches. Without `autotune` the launcher never
     benchmarks candidates.
@@ -111,6 +113,7 @@ def render_launcher(
     lines = [
         f"KIND = {string_literal(spec.kind)}",
         f"HEAVY = {body_lines > HEAVY_LINES}",
+        f"LIGHT = {body_lines <= LIGHT_LINES}",
         f"ITEMSIZE = {max((b.dtype.itemsize for b in spec.args), default=4)}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"AUTOTUNE = {autotune}",

@@ -67,15 +67,16 @@ def test_autotune_option_decides_whether_large_problems_benchmark(
     assert tuned == ([candidates] if autotune else [])
 
 
-@pytest.mark.parametrize(("dtype", "per_thread"), [
-    (torch.float64, 1), (torch.float32, 2), (torch.bfloat16, 4), (torch.int8, 8),
+@pytest.mark.parametrize(("dtype", "per_thread", "light"), [
+    (torch.float64, 1, 1), (torch.float32, 2, 2), (torch.bfloat16, 4, 8), (torch.int8, 8, 8),
 ])
 def test_pointwise_configs_follow_the_element_width(
-    tmp_path: Path, dtype: torch.dtype, per_thread: int
+    tmp_path: Path, dtype: torch.dtype, per_thread: int, light: int
 ) -> None:
     """On GPUs a pointwise thread holds 8 bytes of the kernel's widest type (elements per
-    thread drive Triton's compile time, not the kernel's speed); a candidate with half as many
-    elements per thread is tuned beside it; small problems take a smaller block."""
+    thread drive Triton's compile time, not the kernel's speed), 16 in a short (LIGHT) kernel of
+    16-bit types; candidates: half the block, then half the elements per thread; small
+    problems take a smaller block."""
     def body(ops: Any, x: Any, r: Any) -> None:
         ops.store("o", x[0], ops.abs(ops.load("a", x[0])))
 
@@ -84,10 +85,13 @@ def test_pointwise_configs_follow_the_element_width(
     be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
     source = be.codegen(dataclasses.replace(s, device="cuda")).source
     module = import_module_file(_write(tmp_path, source), f"width_{per_thread}")
-    configs = module._configs(1 << 26, 0)
-    assert [xb // (32 * warps) for xb, _, warps in configs] == (
-        [per_thread, per_thread] + ([per_thread // 2] if per_thread > 1 else []))
-    assert module._configs(64, 0) == [(64, 1, 2)]
+    assert module.LIGHT  # a one-line body
+    for expect in (light, per_thread):
+        configs = module._configs(1 << 26, 0)
+        assert [xb // (32 * warps) for xb, _, warps in configs] == (
+            [expect, expect] + ([expect // 2] if expect > 1 else []))
+        assert module._configs(64, 0) == [(64, 1, 2)]
+        module.LIGHT = False
 
 
 def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
