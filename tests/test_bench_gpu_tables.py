@@ -144,3 +144,19 @@ def test_phases_trace_a_first_call_through_the_triton_backend(
     assert "OutputGraph.call_user_compiler" in result["dynamo"]
     seconds = phases.compile_seconds(result)
     assert seconds is not None and 0 < seconds < total
+
+
+def test_config_sweep_grid_spans_the_launchers_choices() -> None:
+    """bench/triton_configs.py measures, per kernel kind, configs around the launcher's: every
+    pointwise block that fits the problem, persistent rows at 2-16 elements per thread, and
+    looped blocks only where the row is longer than them."""
+    from bench.triton_configs import POINTWISE, grid
+
+    assert grid("pointwise", 1 << 26, 1) == POINTWISE
+    assert all(xb <= 256 for xb, _, _ in grid("pointwise", 200, 1))
+    rows = grid("reduction", 16384, 4096)
+    persistent = [c for c in rows if c[1] == 4096]
+    assert (1, 4096, 16) in persistent and (1, 4096, 8) in persistent
+    assert all(2 <= x * r // (32 * w) <= 16 for x, r, w in persistent)
+    assert {r for _, r, _ in rows} == {4096, 1024, 2048}
+    assert all(r == 1024 for _, r, _ in grid("reduction", 16384, 1000))
