@@ -5,8 +5,8 @@ This file is not imported as a module: `launcher.install_runtime` compiles it on
 and executes it in each generated module's namespace (a module's own source is then its kernel
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
-INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS, the kernel
-`_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
+INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS,
+the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
 """
 # ruff: noqa: F821 - the names above are the generated module's
 

@@ -208,16 +208,17 @@ def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _T
 
 @triton.jit  # type: ignore[untyped-decorator]
 def _warm_kernel(x, y, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[:, None] * 8 + tl.arange(0, 8)[None, :]
+    i = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)[:, None]) * 8 + tl.arange(0, 8)[None, :]
     v = tl.load(x + i, i < n, other=1.0)
     e = tl.exp(v - tl.max(v, 1)[:, None])
     tl.store(y + i, tl.math.div_rn(e, tl.sum(e, 1)[:, None] + 1.0), i < n)
 
 
 def _warm_compiler(driver: _TargetDriver, target: tuple[str, Any, int]) -> bool:
-    """Compile a small kernel into a throwaway cache, so that the first job does not pay the
-    compiler's one-time set-up (its backend, libdevice, LLVM and ptxas: about 0.05 s). False if
-    that failed: the first job then starts cold, and reports its own errors."""
+    """Compile a small kernel (exp, division, row max and sum) into a throwaway cache, so that
+    the first job does not pay the compiler's one-time set-up (its backend, libdevice, LLVM,
+    ptxas and the reduction path: about 0.05 s). False if that failed: the first job then
+    starts cold, and reports its own errors."""
     import tempfile
 
     import torch
