@@ -303,9 +303,23 @@ def _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err):
 
     times = [timed(configs[0])]
     if times[0] < TUNE_MIN_MS:  # too short for another config to repay its compile
+        _drop_jobs(configs[1:], tensors, sizes, xnumel, rnumel, idx64, err)
         return configs[0]
     times += [timed(c) for c in configs[1:]]
     return configs[times.index(min(times))]
+
+
+def _drop_jobs(configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """Cancel the compile workers' jobs for `configs`, which this process will not launch (a
+    short kernel kept its heuristic config, or the tuning cache named the winner): workers
+    take other kernels' jobs instead. A job a worker has started runs to its end."""
+    if not PRECOMPILED:  # no compile workers, or every job already taken
+        return
+    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    for cfg in configs:
+        future = PRECOMPILED.pop(_job(cfg, args, xnumel, rnumel, idx64)[0], None)
+        if future is not None:
+            future.cancel()
 
 
 def _device_name(device):
@@ -332,7 +346,9 @@ def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
 
     entry = TUNING_CACHE.entry("triton-tuning", inputs, build)
     best = tuple(json.loads((entry / "config.json").read_text()))
-    return best if best in configs else configs[0]
+    best = best if best in configs else configs[0]
+    _drop_jobs([c for c in configs if c != best], tensors, sizes, xnumel, rnumel, idx64, err)
+    return best
 
 
 def _candidates(xnumel, rnumel, cuda):

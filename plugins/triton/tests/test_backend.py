@@ -178,6 +178,38 @@ def test_tuning_benchmarks_others_only_for_long_kernels(
     assert len(calls) == benchmarked
 
 
+def test_short_kernels_cancel_their_candidates_compile_jobs(tmp_path: Path) -> None:
+    """A kernel that keeps its heuristic config (under TUNE_MIN_MS) cancels the compile
+    workers' queued jobs for its other candidates, so that workers take other kernels' jobs;
+    the tuning cache's winner cancels the jobs of the configs it beat."""
+    from concurrent.futures import Future
+
+    module = _cuda_module(tmp_path, "drop_jobs")
+    module._time_ms = lambda fn: 0.001
+    module._launch = lambda *args: None
+    a, o = torch.randn(7), torch.empty(7)
+    configs = module._configs(1 << 22, 0)
+    args = (a, o, 1 << 22, 0)
+    futures = {}
+    for cfg in configs:
+        key = module._job(cfg, args, 1 << 22, 0, False)[0]
+        futures[cfg] = module.PRECOMPILED[key] = Future()
+    assert module._tune(configs, (a, o), (), 1 << 22, 0, False, None) == configs[0]
+    assert [futures[c].cancelled() for c in configs] == [False] + [True] * (len(configs) - 1)
+    assert len(module.PRECOMPILED) == 1  # the heuristic's job: its launch takes it
+
+    module.PRECOMPILED.clear()
+    for cfg in configs:
+        key = module._job(cfg, args, 1 << 22, 0, False)[0]
+        futures[cfg] = module.PRECOMPILED[key] = Future()
+    module.TUNING_CACHE = Cache(tmp_path / "tuning")
+    module._device_name = lambda device: "NVIDIA H200"
+    module._tune = lambda configs, *rest: configs[-1]  # the winner the cache keeps
+    assert module._tuned((1 << 22, 1, False), configs, (a, o), (), 1 << 22, 0, False,
+                         None) == configs[-1]
+    assert [futures[c].cancelled() for c in configs] == [True] * (len(configs) - 1) + [False]
+
+
 @pytest.mark.parametrize(("once", "count"), [(0.1, 20), (0.001, 50), (5.0, 1)])
 def test_tuning_times_back_to_back_launches_filling_a_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, once: float, count: int
