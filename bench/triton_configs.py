@@ -15,10 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import statistics
 import tempfile
-import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -77,23 +74,17 @@ def measure(module: ModuleType, launch: tuple, cfg: tuple[int, int, int],
     import triton.testing
 
     tensors, sizes, xnumel, rnumel, idx64, err = launch
-    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    args = module._args(tensors, sizes, xnumel, rnumel, err)
     _, job = module._job(cfg, args, xnumel, rnumel, idx64)
-    samples = []
     with tempfile.TemporaryDirectory() as tmp:  # each compile's cache; the last one's is launched
-        for run in range(repeats):
-            os.environ["TRITON_CACHE_DIR"] = os.path.join(tmp, str(run))
-            module._kernel.device_caches.clear()
-            module._COMPILED.clear()
-            triton_stages.SECONDS.clear()
-            start = time.perf_counter()
-            module.warmup(*job)
-            samples.append({**triton_stages.SECONDS, "compile": time.perf_counter() - start})
+        samples = triton_stages.compile_samples(module, job, repeats, tmp)
+        module._COMPILED.clear()  # the launch below loads this config's last compile
         scratch = [t.clone() if i in module.WRITTEN else t for i, t in enumerate(tensors)]
         ms = triton.testing.do_bench(
             lambda: module._launch(cfg, scratch, sizes, xnumel, rnumel, idx64, err),
             warmup=25, rep=100)
-    seconds = {k: round(statistics.median(s.get(k, 0.0) for s in samples), 4) for k in samples[0]}
+    seconds = triton_stages.medians(samples)
+    seconds["compile"] = seconds.pop("warmup")
     xb, rb, warps = cfg
     per_thread = xb * rb // (32 * warps)
     persistent = module.KIND != "pointwise" and rb >= rnumel

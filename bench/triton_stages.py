@@ -50,6 +50,26 @@ def _instrument() -> None:
     triton.compiler.compile = _timed("triton.compile", compiler.compile)  # as the JIT imports it
 
 
+def compile_samples(module: Any, job: tuple[Any, ...], runs: int, root: str) -> list[dict[str, float]]:
+    """Seconds per stage (and `warmup`: the JIT's whole call) of compiling `job` (a generated
+    module's warmup arguments) `runs` times, each into a fresh Triton cache under `root` (the
+    last run's is left in place, and Triton's environment points to it)."""
+    samples = []
+    for run in range(runs):
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(root, str(run))
+        module._kernel.device_caches.clear()  # the JIT's in-memory cache of compiled kernels
+        SECONDS.clear()
+        start = time.perf_counter()
+        module.warmup(*job)
+        samples.append({**SECONDS, "warmup": time.perf_counter() - start})
+    return samples
+
+
+def medians(samples: list[dict[str, float]]) -> dict[str, float]:
+    """Each key's median over `samples`, rounded to 0.1 ms (a key missing from a sample: 0)."""
+    return {k: round(statistics.median(s.get(k, 0.0) for s in samples), 4) for k in samples[0]}
+
+
 def stages(path: Path, repeats: int) -> dict[str, Any]:
     """Median seconds per stage of compiling `path`'s heuristic config (plus `warmup`: the JIT's
     whole call, binding and cache key included)."""
@@ -60,19 +80,9 @@ def stages(path: Path, repeats: int) -> dict[str, Any]:
     if not jobs:
         return {"kernel": module.NAME, "error": "no static jobs"}
     _, args = jobs[0]
-    samples: list[dict[str, float]] = []
-    for run in range(repeats + 1):
-        with tempfile.TemporaryDirectory() as tmp:
-            os.environ["TRITON_CACHE_DIR"] = tmp
-            module._kernel.device_caches.clear()  # the JIT's in-memory cache of compiled kernels
-            SECONDS.clear()
-            start = time.perf_counter()
-            module.warmup(*args)
-            SECONDS["warmup"] = time.perf_counter() - start
-            if run:  # the first compile warms the compiler
-                samples.append(dict(SECONDS))
-    medians = {k: round(statistics.median(s[k] for s in samples), 4) for k in samples[0]}
-    return {"kernel": module.NAME, "lines": len(path.read_text().splitlines()), **medians}
+    with tempfile.TemporaryDirectory() as tmp:
+        samples = compile_samples(module, args, repeats + 1, tmp)[1:]  # the first warms up
+    return {"kernel": module.NAME, "lines": len(path.read_text().splitlines()), **medians(samples)}
 
 
 def main() -> None:

@@ -232,6 +232,11 @@ def _from_worker(key):
         return False
 
 
+def _args(tensors, sizes, xnumel, rnumel, err):
+    """The kernel's runtime arguments, in its parameter order (index-check flags last)."""
+    return (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+
+
 def _job(cfg, args, xnumel, rnumel, idx64):
     """(key, warmup arguments) of launching `cfg` with `args`: one computation for the launch
     and the compile workers, whose compiles the launch finds by this key."""
@@ -252,7 +257,7 @@ def _compile(key, job, device):
 
 def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     xb, rb, _ = cfg
-    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    args = _args(tensors, sizes, xnumel, rnumel, err)
     key, job = _job(cfg, args, xnumel, rnumel, idx64)
     _, _, grid0, _, persistent = job
     if DIRECT:
@@ -315,7 +320,7 @@ def _drop_jobs(configs, tensors, sizes, xnumel, rnumel, idx64, err):
     take other kernels' jobs instead. A job a worker has started runs to its end."""
     if not PRECOMPILED:  # no compile workers, or every job already taken
         return
-    args = (*tensors, *sizes, xnumel, rnumel) + ((err,) if err is not None else ())
+    args = _args(tensors, sizes, xnumel, rnumel, err)
     for cfg in configs:
         future = PRECOMPILED.pop(_job(cfg, args, xnumel, rnumel, idx64)[0], None)
         if future is not None:
