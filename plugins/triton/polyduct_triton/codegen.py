@@ -106,12 +106,12 @@ def _kernel(out: IndentedBuffer, ctx: KernelContext, xs: Sequence[sympy.Symbol],
             _persistent(out, ctx, rs)
         out.line("else:")
         with out.indent():
-            for stage in ctx.stages:
-                _stage(out, ctx, stage, rs)
+            for stage, hints in zip(ctx.stages, _evictions(ctx.stages), strict=True):
+                _stage(out, ctx, stage, rs, hints)
 
 
 def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
-           rs: Sequence[sympy.Symbol]) -> None:
+           rs: Sequence[sympy.Symbol], hints: dict[str, str] | None = None) -> None:
     loops = stage.kind != "outer" and bool(ctx.spec.reduction_ranges)
     if not loops:
         out.lines(stage.loop.getvalue().splitlines())
@@ -121,7 +121,7 @@ def _stage(out: IndentedBuffer, ctx: KernelContext, stage: StageCode,
     out.line("for roffset in range(0, rnumel, RBLOCK):")
     with out.indent():
         _reduction_index(out, ctx, rs)
-        out.lines(stage.loop.getvalue().splitlines())
+        out.lines([_hinted(line, hints or {}) for line in stage.loop.getvalue().splitlines()])
         out.line("pass")
     out.lines(stage.post.getvalue().splitlines())
 
@@ -139,6 +139,34 @@ def _reduction_index(out: IndentedBuffer, ctx: KernelContext,
 
 _LOAD = re.compile(r"(\w+) = (.*\btl\.load\(.*)")
 _WRITES = ("tl.store(", "tl.atomic_")
+_OTHER = ", other=0)"  # how memory_ops.load ends its tl.load call
+
+
+def _evictions(stages: Sequence[StageCode]) -> list[dict[str, str]]:
+    """Cache hints for the loads of looped stages, per stage: load text -> eviction policy.
+
+    Each stage loops over the row again, so a row that a later stage loads again is kept in
+    cache while this stage streams it (`evict_last`), and the last stage to load it lets it go
+    (`evict_first`): the row comes from memory once. Loads that already carry a hint keep it.
+    """
+    loads = [{m.group(2) for line in s.loop.getvalue().splitlines()
+              if (m := _LOAD.fullmatch(line)) and "eviction_policy" not in line and _OTHER in line}
+             for s in stages]
+    hints = []
+    for i, mine in enumerate(loads):
+        later = set().union(*loads[i + 1:])
+        earlier = set().union(*loads[:i])
+        hints.append({v: "evict_last" if v in later else "evict_first"
+                      for v in mine if v in later or v in earlier})
+    return hints
+
+
+def _hinted(line: str, hints: dict[str, str]) -> str:
+    match = _LOAD.fullmatch(line)
+    policy = hints.get(match.group(2)) if match else None
+    if policy is None:
+        return line
+    return line.replace(_OTHER, f", other=0, eviction_policy='{policy}')", 1)
 
 
 def _persistent(out: IndentedBuffer, ctx: KernelContext, rs: Sequence[sympy.Symbol]) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from polyduct.codegen import CSE, IndentedBuffer, identifier
-from polyduct.indexing import PythonIndexPrinter
+from polyduct.indexing import PythonIndexPrinter, index_vars
 from polyduct.kernel import KernelSpec
 
 
@@ -56,6 +56,7 @@ class KernelContext:
         self.cse = CSE(self.stage.loop)
         self.masks: list[str] = []
         self.const_shape = "[1, 1]"
+        self.outer = {v.name for v in index_vars("x", len(spec.ranges))}  # the outer variables
 
     def begin(self, kind: str) -> StageCode:
         """Start emitting a new stage of `kind`; temporaries get stage-unique names."""

@@ -45,7 +45,7 @@ class TritonMemoryOps(TritonEmitter):
             return V(self.ctx.locals[name], buf.dtype)
         ptr, idx = self.ctx.arg(name), self.ctx.index(index)
         mask = self._mask_for(index, name)
-        expr = f"tl.load({self._at(ptr, idx, mask)}, {mask}, other=0)"
+        expr = f"tl.load({self._at(ptr, idx, mask)}, {mask}, other=0{self._eviction(index)})"
         if buf.dtype == torch.bool:
             expr = f"({expr} != 0)"
         elif buf.dtype == torch.bfloat16 and self.ctx.interpret:  # int16 bits (launcher)
@@ -53,6 +53,14 @@ class TritonMemoryOps(TritonEmitter):
         elif buf.dtype in LOW_PRECISION:
             expr = f"{expr}.to(tl.float32)"
         return self._v(expr, buf.dtype)
+
+    def _eviction(self, index: sympy.Expr) -> str:
+        """Keep in cache what every program reads: an index that no outer variable (nor an
+        indirect one, which may) moves, as a norm's weight is read by each row."""
+        names = {s.name for s in sympy.sympify(index).free_symbols}
+        if names & self.ctx.outer or any(n in self.ctx.indirect for n in names):
+            return ""
+        return ", eviction_policy='evict_last'"
 
     def _stored(self, value: V, dtype: torch.dtype) -> str:
         if dtype == torch.bool:

@@ -1,9 +1,12 @@
 """Reductions, scans and sorts over the reduction dims of a Triton kernel.
 
-Reductions run one block of RBLOCK elements per loop iteration: each block is reduced to one value
-per row with Triton's fast builtins (tl.sum/tl.max/tl.min, which the interpreter maps to numpy),
-then combined into a loop-carried accumulator. When the reduction fits one block the loop runs
-once (persistent). NaN and first-index rules follow docs/conventions.md.
+Reductions run one block of RBLOCK elements per loop iteration. Sums, maxima and minima keep one
+accumulator per lane of the block: each loop iteration folds its elements in lane by lane, and the
+lanes are reduced to one value per row once, after the loop (one reduction across warps per row
+rather than one per iteration). The other reductions reduce each block to one value per row with
+Triton's builtins (tl.sum/tl.max/tl.min, which the interpreter maps to numpy) and combine it into a
+loop-carried accumulator. When the reduction fits one block the loop runs once (persistent). NaN
+and first-index rules follow docs/conventions.md.
 """
 
 from __future__ import annotations
@@ -54,6 +57,11 @@ class TritonReduceOps(TritonEmitter):
         self.ctx.stage.pre.line(f"{name} = tl.full([XBLOCK, 1], {init}, {tl_type})")
         return name
 
+    def _lanes(self, init: str, tl_type: str) -> str:
+        name = self.ctx.fresh("lanes")
+        self.ctx.stage.pre.line(f"{name} = tl.full({_FULL}, {init}, {tl_type})")
+        return name
+
     def _full(self, value: V, dtype: torch.dtype, other: str) -> str:
         """`value` as `dtype`, broadcast over the block, with `other` in masked-off lanes."""
         cast = self._cast(value, dtype) if value.dtype != dtype else str(value)
@@ -65,10 +73,10 @@ class TritonReduceOps(TritonEmitter):
 
     def _red_sum(self, dtype: torch.dtype, value: V) -> V:
         tl_type = compute_tl(dtype)
-        acc = self._acc("0", tl_type)
+        lanes = self._lanes("0", tl_type)
         vals = self._full(value, dtype, "0")
-        self._line(f"{acc} = {acc} + tl.sum({vals}, 1, keep_dims=True).to({tl_type})")
-        return V(acc, dtype)
+        self._line(f"{lanes} = {lanes} + {vals}")
+        return self._post_value(f"tl.sum({lanes}, 1, keep_dims=True).to({tl_type})", dtype)
 
     def _red_combine(self, dtype: torch.dtype, value: V, ident: str, fn: str, op: str) -> V:
         tl_type = compute_tl(dtype)
@@ -119,14 +127,21 @@ class TritonReduceOps(TritonEmitter):
     def _red_extreme(self, dtype: torch.dtype, value: V, big: bool) -> V:
         if dtype == torch.bool:
             return self._red_bool(value, "tl.max" if big else "tl.min", "0" if big else "1")
+        tl_type = compute_tl(dtype)
         fill = literal(type_min(dtype) if big else type_max(dtype), dtype)
-        acc = self._acc(fill, compute_tl(dtype))
-        vals = self._full(value, dtype, f"tl.full([1, 1], {fill}, {compute_tl(dtype)})")
-        blk, _ = self._block_extreme(vals, dtype, big)
-        cmp = ">" if big else "<"
-        take = f"({blk} {cmp} {acc})" + (f" | ({blk} != {blk})" if is_float(dtype) else "")
-        self._line(f"{acc} = tl.where({take}, {blk}, {acc})")
-        return V(acc, dtype)
+        lanes = self._lanes(fill, tl_type)
+        vals = self._full(value, dtype, f"tl.full([1, 1], {fill}, {tl_type})")
+        take = f"({vals} {'>' if big else '<'} {lanes})"
+        if is_float(dtype):  # a NaN lane stays NaN
+            take += f" | ({vals} != {vals})"
+        self._line(f"{lanes} = tl.where({take}, {vals}, {lanes})")
+        # Compiled tl.max/tl.min skip NaN and widen 8/16-bit integers to int32.
+        fn = "tl.max" if big else "tl.min"
+        row = f"{fn}({lanes}, 1, keep_dims=True).to({tl_type})"
+        if is_float(dtype):
+            nan = f"tl.max(({lanes} != {lanes}).to(tl.int8), 1, keep_dims=True) > 0"
+            row = f"tl.where({nan}, float(\"nan\"), {row})"
+        return self._post_value(row, dtype)
 
     def _red_max(self, dtype: torch.dtype, value: V) -> V:
         return self._red_extreme(dtype, value, True)

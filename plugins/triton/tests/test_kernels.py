@@ -133,6 +133,35 @@ def test_softmax_three_stages_with_local_buffers(tmp_path: Path) -> None:
     torch.testing.assert_close(out, torch.softmax(x, 1))
 
 
+def test_looped_stages_carry_cache_hints(tmp_path: Path) -> None:
+    """A row that a later stage loads again is kept in cache by the first (evict_last) and let
+    go by the last (evict_first); a weight every row reads is kept (evict_last) in both paths.
+    Rows of LONG elements loop under the interpreter, so the hinted loads are the ones run."""
+    rows = 3
+    x, w, out = torch.randn(rows, LONG), torch.randn(LONG), torch.empty(rows, LONG)
+
+    def total(ops: Any, xs: Any, rs: Any) -> None:
+        v = ops.load("x", xs[0] * LONG + rs[0])
+        ops.store_reduction("s", xs[0], ops.reduction(torch.float32, torch.float32, "sum", v))
+
+    def scale(ops: Any, xs: Any, rs: Any) -> None:
+        v = ops.mul(ops.load("x", xs[0] * LONG + rs[0]), ops.load("w", rs[0]))
+        ops.store("out", xs[0] * LONG + rs[0], ops.truediv(v, ops.load("s", xs[0])))
+
+    bufs = [buf("x", x, "in"), buf("w", w, "in"), buf("s", torch.float32, "local", rows),
+            buf("out", out, "out")]
+    src = run(tmp_path, spec("scale", [rows], [LONG], [("reduce", total), ("inner", scale)],
+                             bufs), x, w, out)
+    torch.testing.assert_close(out, x * w / x.sum(1, keepdim=True), rtol=1e-4, atol=1e-4)
+    looped = src[src.index("\n    else:\n", src.index("if PERSISTENT:")):]
+    row = "in_ptr0 + (r0 + 5000*x0)"
+    assert looped.count(f"{row}") == 2
+    first, last = (line for line in looped.splitlines() if row in line)
+    assert "evict_last" in first and "evict_first" in last
+    weight = [line for line in src.splitlines() if "tl.load(in_ptr1" in line]
+    assert len(weight) == 2 and all("evict_last" in line for line in weight)
+
+
 def test_scan_and_stable_sort_with_nan(tmp_path: Path) -> None:
     rows, cols = 3, 21
     x = torch.randn(rows, cols)
