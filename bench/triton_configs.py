@@ -35,7 +35,9 @@ def grid(kind: str, xnumel: int, rnumel: int) -> list[tuple[int, int, int]]:
         return [c for c in POINTWISE if c[0] <= max(128, xnumel)]
     rp = 1 << max(0, rnumel - 1).bit_length()
     configs = [(x, rp, w) for x in (1, 2, 4) for w in (8, 16, 32) if 2 <= x * rp // (32 * w) <= 16]
-    return configs + [(x, r, w) for x, r, w in ((1, 1024, 4), (1, 1024, 8), (2, 1024, 8), (4, 1024, 8), (1, 2048, 4), (1, 2048, 8)) if r < rp]
+    looped = ((1, 1024, 4), (1, 1024, 8), (2, 1024, 8), (4, 1024, 8), (1, 2048, 4), (1, 2048, 8),
+              (1, 2048, 16))
+    return configs + [(x, r, w) for x, r, w in looped if r < rp]
 
 
 def _capture(fn: gpu.Fn, args: tuple[torch.Tensor, ...]) -> list[tuple[ModuleType, tuple]]:

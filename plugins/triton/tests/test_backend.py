@@ -96,12 +96,13 @@ def test_pointwise_configs_follow_the_element_width(
 
 def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
     """A persistent 4096-element row runs at 16 warps in float32, 8 in bfloat16 (heuristic
-    first), with the other widths among the candidates."""
-    for dtype, warps in ((torch.float32, 16), (torch.bfloat16, 8)):
+    first), with the other widths among the candidates; the third candidate is two rows per
+    program in bfloat16, and in float32 the row looped in halves."""
+    for dtype, warps, third in ((torch.float32, 16, (1, 2048, 16)),
+                                (torch.bfloat16, 8, (2, 4096, 16))):
         module = _cuda_module(tmp_path, f"rows_{warps}")
         module.KIND, module.ITEMSIZE = "reduction", dtype.itemsize
-        assert module._configs(16384, 4096) == [(1, 4096, warps), (1, 4096, 24 - warps),
-                                                (2, 4096, 16)]
+        assert module._configs(16384, 4096) == [(1, 4096, warps), (1, 4096, 24 - warps), third]
 
 
 def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
