@@ -348,8 +348,9 @@ def cold_compile(
                 row[f"{variant}_compile_runs"] = compiles[variant]
         rows.append(row)
         print(json.dumps(row), flush=True)
-    (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
-    (out / "gpu_cold_compile.md").write_text(_cold_table(rows))
+        # Written after every workload: a run cut short (a device-time limit) keeps its rows.
+        (out / "gpu_cold_compile.json").write_text(json.dumps(rows, indent=1))
+        (out / "gpu_cold_compile.md").write_text(_cold_table(rows))
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,26 @@ def test_cold_compile_runs_round_robin_and_takes_medians(
     assert len(row["polyduct_phases"]) == 3
     assert row["inductor"] is None and row["inductor_error"] == "RuntimeError: no GPU"
     assert (tmp_path / "gpu_cold_compile.md").read_text() == _cold_table([row])
+
+
+def test_cold_compile_keeps_finished_rows_when_cut_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table is written after every workload: a run stopped in its second workload (a
+    device-time limit) leaves the first one's row on disk."""
+    from bench import gpu
+
+    def run(name: str, dtype: str, variant: str, profile: Path | None) -> dict[str, Any]:
+        if name == "rmsnorm":
+            raise TimeoutError("device time is up")
+        return {"seconds": 1.0, "launchers": {}, "phases": {"compile_graph": 0.1}, "dynamo": {}}
+
+    monkeypatch.setattr(gpu, "_cold_run", run)
+    monkeypatch.setattr(gpu, "WORKLOADS", {n: gpu.WORKLOADS[n] for n in ("softmax", "rmsnorm")})
+    with pytest.raises(TimeoutError):
+        gpu.cold_compile(tmp_path, compilers=("polyduct",), extra=())
+    (row,) = json.loads((tmp_path / "gpu_cold_compile.json").read_text())
+    assert row["workload"] == "softmax" and row["polyduct_compile"] == 0.1
 
 
 def test_launch_counts_read_only_polyduct_triton_modules(monkeypatch: pytest.MonkeyPatch) -> None:
