@@ -58,6 +58,8 @@ class TritonReduceOps(TritonEmitter):
         return name
 
     def _lanes(self, init: str, tl_type: str) -> str:
+        """A per-lane accumulator: one value per element of the block, folded across lanes in
+        the stage's post section."""
         name = self.ctx.fresh("lanes")
         self.ctx.stage.pre.line(f"{name} = tl.full({_FULL}, {init}, {tl_type})")
         return name
