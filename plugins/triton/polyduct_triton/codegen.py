@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import sympy
 
 from polyduct.codegen import IndentedBuffer, identifier, string_literal
-from polyduct.indexing import index_vars, product, unflatten
+from polyduct.indexing import product, unflatten
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext, StageCode
 from polyduct_triton.launcher import render_launcher
@@ -26,8 +26,7 @@ def generate(spec: KernelSpec, ops_cls: type, interpret: bool, autotune: bool = 
     """The module source for `spec`, traced with a fresh `ops_cls(ctx)` per stage; without
     `autotune` its launcher always takes the heuristic config."""
     ctx = KernelContext(spec, interpret)
-    xs = index_vars("x", len(spec.ranges))
-    rs = index_vars("r", len(spec.reduction_ranges))
+    xs, rs = ctx.xs, ctx.rs
     for stage in spec.stages:
         ctx.begin(stage.kind)
         stage.body(_Recording(ops_cls(ctx), ctx.ops_used), xs, rs if stage.kind != "outer" else ())

@@ -56,7 +56,10 @@ class KernelContext:
         self.cse = CSE(self.stage.loop)
         self.masks: list[str] = []
         self.const_shape = "[1, 1]"
-        self.outer = {v.name for v in index_vars("x", len(spec.ranges))}  # the outer variables
+        # The index variables the stage bodies receive: outer (x) and reduction (r) ones.
+        self.xs = index_vars("x", len(spec.ranges))
+        self.rs = index_vars("r", len(spec.reduction_ranges))
+        self.outer = frozenset(v.name for v in self.xs)
 
     def begin(self, kind: str) -> StageCode:
         """Start emitting a new stage of `kind`; temporaries get stage-unique names."""

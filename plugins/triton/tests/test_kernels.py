@@ -155,7 +155,7 @@ def test_looped_stages_carry_cache_hints(tmp_path: Path) -> None:
     torch.testing.assert_close(out, x * w / x.sum(1, keepdim=True), rtol=1e-4, atol=1e-4)
     looped = src[src.index("\n    else:\n", src.index("if PERSISTENT:")):]
     row = "in_ptr0 + (r0 + 5000*x0)"
-    assert looped.count(f"{row}") == 2
+    assert looped.count(row) == 2
     first, last = (line for line in looped.splitlines() if row in line)
     assert "evict_last" in first and "evict_first" in last
     weight = [line for line in src.splitlines() if "tl.load(in_ptr1" in line]
