@@ -128,6 +128,28 @@ def _rank_gather(values, rank):
 
 MATH_PRELUDE: Final = '''
 @triton.jit
+def _exp_f32(x, NVIDIA: tl.constexpr):
+    # float32 exp without libdevice (linking it is a third of a small kernel's compile), in as
+    # many instructions: exp(x) = 2**f * 2**n with n = round(x*log2(e)) and |f| <= 1/2, f from
+    # two fmas (log2(e) in two parts). Adding 1.5 * 2**23 rounds x*log2(e) to an integer and
+    # leaves n in the low mantissa bits; n is clamped to [-126, 126], so that 2**n (those bits
+    # shifted into an exponent) is a normal float and one multiply rounds a subnormal or
+    # overflowing result. NaN gives f = NaN; +-inf give f = +-inf.
+    t = x * 1.4426950408889634 + 12582912.0
+    t = tl.minimum(tl.maximum(t, 12582786.0), 12583038.0)
+    n = t - 12582912.0
+    f = tl.fma(x, 1.4426950408889634, -n)
+    f = tl.fma(x, 1.925963033500011e-08, f)  # log2(e) less its float32 rounding
+    if NVIDIA:  # the instruction itself: tl.math.exp2 would link libdevice
+        e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [f],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        e = tl.math.exp2(f)
+    # bits(t) - bits(1.5 * 2**23) = n; + 127: n's biased exponent
+    return e * ((t.to(tl.int32, bitcast=True) - 0x4B3FFF81) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _ipow(a, b, signed: tl.constexpr):
     # One shape for both (a constant base meets a block exponent): loop-carried values must keep
     # their type on compiled Triton (the interpreter does not check).

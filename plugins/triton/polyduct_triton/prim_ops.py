@@ -20,6 +20,7 @@ from polyduct_triton.values import (
 
 V = TritonValue
 B = torch.bool
+_NVIDIA = torch.version.hip is None  # compiled kernels may carry PTX (float32 exp's ex2.approx)
 
 
 class TritonEmitter:
@@ -308,6 +309,8 @@ class TritonPrimitiveOps(TritonEmitter):
         return self._v(f"{fn}({x})", x.dtype)
 
     def exp(self, x0: V) -> V:
+        if compute_tl(x0.dtype) == "tl.float32" and (self.ctx.interpret or _NVIDIA):
+            return self._v(f"_exp_f32({x0}, {not self.ctx.interpret})", x0.dtype)
         return self._fn("tl.exp", x0)
 
     def exp2(self, x0: V) -> V:
