@@ -60,6 +60,8 @@ class KernelContext:
         self.xs = index_vars("x", len(spec.ranges))
         self.rs = index_vars("r", len(spec.reduction_ranges))
         self.outer = frozenset(v.name for v in self.xs)
+        self.reduction = frozenset(v.name for v in self.rs)
+        self.sizes = frozenset(sym.name for sym in spec.size_args)  # scalars: no shape
 
     def begin(self, kind: str) -> StageCode:
         """Start emitting a new stage of `kind`; temporaries get stage-unique names."""

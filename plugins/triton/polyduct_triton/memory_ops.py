@@ -34,18 +34,26 @@ class TritonMemoryOps(TritonEmitter):
                 parts.append(f"{sym.name}_ok")
         return " & ".join(parts)
 
-    @staticmethod
-    def _at(ptr: str, idx: str, mask: str) -> str:
-        """Pointer block shaped like `mask` (an index may not depend on every axis)."""
+    def _at(self, ptr: str, index: sympy.Expr, mask: str) -> str:
+        """Pointer block shaped like `mask`. An index moving along each axis the outer and
+        reduction masks span already is; one that may not (a constant, a weight every row of a
+        reduction reads, an indirect or predicated access) is broadcast by zeros of the mask's
+        shape, which Triton's front end would otherwise build and fold for every access."""
+        idx = self.ctx.index(index)
+        names = {s.name for s in sympy.sympify(index).free_symbols}
+        parts = set(mask.split(" & "))
+        axes = [self.ctx.outer] + ([self.ctx.reduction] if "rmask" in parts else [])
+        if parts <= {"xmask", "rmask"} and names <= self.ctx.outer | self.ctx.reduction | \
+                self.ctx.sizes and all(names & axis for axis in axes):
+            return f"{ptr} + ({idx})"
         return f"{ptr} + ({idx}) + tl.zeros_like(({mask}).to(tl.int32))"
 
     def load(self, name: str, index: sympy.Expr) -> V:
         buf = self.ctx.spec.buffer(name)
         if buf.role == "local":
             return V(self.ctx.locals[name], buf.dtype)
-        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
-        mask = self._mask_for(index, name)
-        expr = f"tl.load({self._at(ptr, idx, mask)}, {mask}, other=0{self._eviction(index)})"
+        ptr, mask = self.ctx.arg(name), self._mask_for(index, name)
+        expr = f"tl.load({self._at(ptr, index, mask)}, {mask}, other=0{self._eviction(index)})"
         if buf.dtype == torch.bool:
             expr = f"({expr} != 0)"
         elif buf.dtype == torch.bfloat16 and self.ctx.interpret:  # int16 bits (launcher)
@@ -76,16 +84,16 @@ class TritonMemoryOps(TritonEmitter):
         if buf.role == "local":
             self.ctx.stage.loop.line(f"{self.ctx.locals[name]} = {value}")
             return
-        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
+        ptr = self.ctx.arg(name)
         val, mask = self._stored(value, buf.dtype), self._mask_for(index, name)
         if mode == "atomic_add" and buf.dtype.itemsize < 4 and buf.dtype != torch.float16:
             val = self._cast(value, torch.float32 if buf.dtype == torch.bfloat16 else buf.dtype)
             width, bf16 = 8 * buf.dtype.itemsize, buf.dtype == torch.bfloat16
-            at = self._at(ptr, idx, mask)
+            at = self._at(ptr, index, mask)
             line = f"_atomic_add_narrow({at}, {val}, {mask}, {ptr}, {width}, {bf16})"
         else:
             fn = "tl.atomic_add" if mode == "atomic_add" else "tl.store"
-            line = f"{fn}({self._at(ptr, idx, mask)}, {val}, {mask})"
+            line = f"{fn}({self._at(ptr, index, mask)}, {val}, {mask})"
         self.ctx.stage.loop.line(line)
         self.ctx.cse.invalidate()
 
@@ -96,8 +104,7 @@ class TritonMemoryOps(TritonEmitter):
             var = self.ctx.locals.setdefault(name, self.ctx.fresh("local"))
             post.line(f"{var} = {self._held(value, buf.dtype)}")
             return
-        ptr, idx = self.ctx.arg(name), self.ctx.index(index)
-        at = self._at(ptr, idx, "xmask")
+        at = self._at(self.ctx.arg(name), index, "xmask")
         post.line(f"tl.store({at}, {self._stored(value, buf.dtype)}, xmask)")
 
     def _held(self, value: V, dtype: torch.dtype) -> str:
