@@ -160,6 +160,11 @@ def test_looped_stages_carry_cache_hints(tmp_path: Path) -> None:
     assert "evict_last" in first and "evict_first" in last
     weight = [line for line in src.splitlines() if "tl.load(in_ptr1" in line]
     assert len(weight) == 2 and all("evict_last" in line for line in weight)
+    # Pointers take the mask's shape: the row's index already has it, the weight's (moving
+    # along r only) is broadcast over x by zeros.
+    rows_at = [line for line in src.splitlines() if row in line]
+    assert len(rows_at) == 3 and not any("zeros_like" in line for line in rows_at)
+    assert all("+ tl.zeros_like((xmask & rmask)" in line for line in weight)
 
 
 def test_scan_and_stable_sort_with_nan(tmp_path: Path) -> None:
