@@ -130,17 +130,24 @@ MATH_PRELUDE: Final = '''
 @triton.jit
 def _exp_f32(x, NVIDIA: tl.constexpr):
     # float32 exp without libdevice (linking it is a third of a small kernel's compile), in as
-    # many instructions: exp(x) = 2**f * 2**n with n = round(x*log2(e)) and |f| <= 1/2, f from
-    # two fmas (log2(e) in two parts). Adding 1.5 * 2**23 rounds x*log2(e) to an integer and
-    # leaves n in the low mantissa bits; n is clamped to [-126, 126], so that 2**n (those bits
-    # shifted into an exponent) is a normal float and one multiply rounds a subnormal or
-    # overflowing result. NaN gives f = NaN; +-inf give f = +-inf.
-    t = x * 1.4426950408889634 + 12582912.0
-    t = tl.minimum(tl.maximum(t, 12582786.0), 12583038.0)
+    # many instructions: exp(x) = 2**f * 2**n, n = round(x*log2(e)) clamped to [-126, 127] so
+    # that 2**n is a normal float, f = x*log2(e) - n from two fmas (log2(e) in two parts; |f| <=
+    # 1/2 unless n is clamped), 2**f from one ex2.approx. The clamp is (x*log2(e) + 126) / 253
+    # clamped to [0, 1]: one saturating fma (as PTX: LLVM moves a min/max clamp past the scaling
+    # that follows, where ptxas no longer folds it). Times 253 plus 1.5 * 2**23 - 126 it rounds
+    # to 1.5 * 2**23 + n, whose low mantissa bits are n: shifted into an exponent they make 2**n.
+    # One multiply rounds a subnormal or overflowing result. NaN gives f = NaN, +-inf f = +-inf.
+    # On NVIDIA GPUs both steps are PTX instructions (tl.math.exp2 would link libdevice).
+    if NVIDIA:
+        s = tl.inline_asm_elementwise("fma.rn.sat.f32 $0, $1, 0f3BBADACC, 0f3EFEFCF7;", "=r,r",
+                                      [x], dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        s = tl.minimum(tl.maximum(x * 0.005702352151274681 + 0.49802371859550476, 0.0), 1.0)
+    t = s * 253.0 + 12582786.0
     n = t - 12582912.0
     f = tl.fma(x, 1.4426950408889634, -n)
     f = tl.fma(x, 1.925963033500011e-08, f)  # log2(e) less its float32 rounding
-    if NVIDIA:  # the instruction itself: tl.math.exp2 would link libdevice
+    if NVIDIA:
         e = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=r,r", [f],
                                       dtype=tl.float32, is_pure=True, pack=1)
     else:
