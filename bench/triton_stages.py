@@ -78,11 +78,12 @@ def stages(path: Path, repeats: int) -> dict[str, Any]:
     module = import_module_file(path, f"stages_{abs(hash(path))}")
     jobs = module.jobs()
     if not jobs:
-        return {"kernel": module.NAME, "error": "no static jobs"}
+        return {"kernel": module.NAME, "path": str(path), "error": "no static jobs"}
     _, args = jobs[0]
     with tempfile.TemporaryDirectory() as tmp:
         samples = compile_samples(module, args, repeats + 1, tmp)[1:]  # the first warms up
-    return {"kernel": module.NAME, "lines": len(path.read_text().splitlines()), **medians(samples)}
+    return {"kernel": module.NAME, "path": str(path), "lines": len(path.read_text().splitlines()),
+            **medians(samples)}
 
 
 def main() -> None:

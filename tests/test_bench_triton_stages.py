@@ -43,7 +43,7 @@ def test_stages_of_a_kernel_compiled_for_sm90(tmp_path: Path) -> None:
          str(path)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert row["kernel"] == "exp_kernel"
+    assert row["kernel"] == "exp_kernel" and row["path"] == str(path)  # rows name their module
     stages = ("python to ttir", "ttir", "ttgir", "llir", "ptx", "cubin")
     assert all(row[s] > 0 for s in stages)
     # the stages run inside triton.compile, which runs inside the JIT's warmup
