@@ -24,14 +24,19 @@ V = TritonValue
 class TritonMemoryOps(TritonEmitter):
     """Loads, stores, index values, bounds checks, masked bodies and Philox random numbers."""
 
+    @staticmethod
+    def _names(index: sympy.Expr) -> set[str]:
+        """Names of the symbols `index` depends on (index variables, sizes, indirect values)."""
+        return {s.name for s in sympy.sympify(index).free_symbols}
+
     def _mask_for(self, index: sympy.Expr, name: str) -> str:
         parts = [self.ctx.mask()]
-        for sym in sympy.sympify(index).free_symbols:
-            check = self.ctx.indirect.get(sym.name)
+        for sym in self._names(index):
+            check = self.ctx.indirect.get(sym)
             if check is not None:
                 if check.buffer == "?":
                     check.buffer = name
-                parts.append(f"{sym.name}_ok")
+                parts.append(f"{sym}_ok")
         return " & ".join(parts)
 
     def _at(self, ptr: str, index: sympy.Expr, mask: str) -> str:
@@ -40,7 +45,7 @@ class TritonMemoryOps(TritonEmitter):
         reduction reads, an indirect or predicated access) is broadcast by zeros of the mask's
         shape, which Triton's front end would otherwise build and fold for every access."""
         idx = self.ctx.index(index)
-        names = {s.name for s in sympy.sympify(index).free_symbols}
+        names = self._names(index)
         parts = set(mask.split(" & "))
         axes = [self.ctx.outer] + ([self.ctx.reduction] if "rmask" in parts else [])
         if parts <= {"xmask", "rmask"} and names <= self.ctx.outer | self.ctx.reduction | \
@@ -65,7 +70,7 @@ class TritonMemoryOps(TritonEmitter):
     def _eviction(self, index: sympy.Expr) -> str:
         """Keep in cache what every program reads: an index that no outer variable (nor an
         indirect one, which may) moves, as a norm's weight is read by each row."""
-        names = {s.name for s in sympy.sympify(index).free_symbols}
+        names = self._names(index)
         if names & self.ctx.outer or any(n in self.ctx.indirect for n in names):
             return ""
         return ", eviction_policy='evict_last'"
