@@ -31,7 +31,7 @@ class TritonMemoryOps(TritonEmitter):
 
     def _mask_for(self, index: sympy.Expr, name: str) -> str:
         parts = [self.ctx.mask()]
-        for sym in self._names(index):
+        for sym in sorted(self._names(index)):  # sorted: the same source whatever the hash seed
             check = self.ctx.indirect.get(sym)
             if check is not None:
                 if check.buffer == "?":

@@ -357,3 +357,18 @@ def test_modules_carry_only_the_prelude_helpers_their_kernel_calls(tmp_path: Pat
     assert prelude_for("y = a + b") == ""
     source = backend(tmp_path).codegen(_copy_spec("copy")).source
     assert re.findall(r"def (_\w+)\(", source)[0] == "_kernel"  # abs needs no helper
+
+
+def test_indirect_masks_come_in_name_order() -> None:
+    """An index on two indirect values masks with both checks in name order: sympy's set of
+    free symbols iterates in hash order, which changes from one process to the next."""
+    import sympy
+
+    from polyduct_triton.context import Check, KernelContext
+    from polyduct_triton.ops import TritonOps
+
+    ctx = KernelContext(_copy_spec("masks"), interpret=True)
+    ctx.indirect = {"tmp7": Check(0, "7"), "tmp3": Check(1, "7")}
+    tmp3, tmp7, x0 = sympy.symbols("tmp3 tmp7 x0")
+    assert TritonOps(ctx)._mask_for(7 * tmp7 + tmp3 + x0, "a") == "xmask & tmp3_ok & tmp7_ok"
+    assert ctx.indirect["tmp3"].buffer == ctx.indirect["tmp7"].buffer == "a"
