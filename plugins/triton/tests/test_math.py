@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import torch
-from kernels import buf, run, spec
+from kernels import backend, buf, run, spec
 
 from polyduct.conformance.tolerance import ulp_distance
 
@@ -122,10 +123,6 @@ def test_exp_float32_matches_torch_without_libdevice(tmp_path: Path) -> None:
     """float32 exp is the prelude's `_exp_f32` on every target (libdevice's linking costs a third
     of a small kernel's compile): within 2 ulp of torch, with its edges (NaN, +-inf, +-0, the
     overflow and underflow thresholds, subnormal results) exact."""
-    import dataclasses
-
-    from kernels import backend
-
     g = torch.Generator().manual_seed(11)
     edges = [float("nan"), INF, -INF, 0.0, -0.0, 88.72283, 88.72284, 89.0, -87.33655, -100.0,
              -103.97208, -103.97209, -104.0, -110.0, -1e4, 1e4, 1e-30, -1e-30, 0.34657359]
