@@ -40,6 +40,7 @@ import triton.language as tl
 from polyduct.cache import import_module_file
 
 WORKERS_ENV = "POLYDUCT_TRITON_COMPILE_WORKERS"
+BINARY_ONLY_ENV = "TRITON_STORE_BINARY_ONLY"
 _HEURISTIC, _CANDIDATE = 0, 1  # job priorities: every kernel's heuristic config comes first
 _WORKER = "from polyduct_triton.precompile import serve_worker; serve_worker()"
 
@@ -153,6 +154,10 @@ def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -
         return 0
     target = _target()
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
+    # A job's compile is only ever loaded: its cubin and metadata are all the cache needs (not
+    # the TTIR, TTGIR, LLVM IR and PTX, five files fewer to write per compile). Set it to 0 to
+    # keep them for inspection.
+    env.setdefault(BINARY_ONLY_ENV, "1")
     queued = 0
     for module, path, jobs in work:
         for rank, (key, args) in list(enumerate(jobs))[ranks]:

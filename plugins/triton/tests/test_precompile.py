@@ -47,6 +47,7 @@ modules = [fn.__globals__ for fn in launches.values()]
 for m in modules:
     report["jobs"][m["NAME"]] = [[list(k[0]), f.result(timeout=300)] for k, f in m["PRECOMPILED"].items()]
 before = set((cache / "triton").iterdir())
+report["kept"] = sorted({f.suffix for f in (cache / "triton").glob("*/*")})
 for m in modules:
     for key, (cfg, args, grid0, idx64, persistent) in m["jobs"]():
         real = tuple(torch.empty(4, dtype=a) if isinstance(a, torch.dtype) else a for a in args)
@@ -93,6 +94,8 @@ def test_workers_compile_what_first_launches_load_from_the_cache(tmp_path: Path)
     assert jobs["copy4m"][0][0] == [1024, 1, 16]  # the heuristic leads: 2 float32 per thread
     assert all(error is None for job in jobs.values() for _, error in job), jobs
     assert report["new_entries"] == 0
+    # Workers store what a launch loads, not the intermediate IR (TRITON_STORE_BINARY_ONLY)
+    assert report["kept"] == [".cubin", ".json", ".source"], report["kept"]
     assert report["warmed"] and report["left"] == 0  # compiled into a throwaway cache
 
 
