@@ -51,6 +51,9 @@ class KernelContext:
         self.indirect: dict[str, Check] = {}  # indirect symbol name -> its check
         self.helpers: list[str] = []
         self.ops_used: set[str] = set()  # ops the stage bodies called (codegen._Recording)
+        # Whether a reduction merges each block into a per-row accumulator (reduce_ops: every
+        # type but sum, max and min), a reduction across warps per loop iteration.
+        self.block_merges = False
         self.counter = 0
         self.stage: StageCode = StageCode("outer")
         self.cse = CSE(self.stage.loop)

@@ -5,8 +5,8 @@ This file is not imported as a module: `launcher.install_runtime` compiles it on
 and executes it in each generated module's namespace (a module's own source is then its kernel
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
-INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED, ASSERTS,
-the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
+INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, BLOCK_MERGES, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED,
+ASSERTS, the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
 """
 # ruff: noqa: F821 - the names above are the generated module's
 
@@ -111,12 +111,15 @@ def _configs(xnumel, rnumel):
         # Persistent: a row of up to PERSISTENT_MAX elements is read from memory once, however
         # many stages (max, sum, normalise) use it; looping would read it once per stage.
         warps = max(4, min(16, rp * ITEMSIZE // 1024))  # 32 bytes per thread
-        # The third candidate: two rows per program for 16-bit types (bfloat16 softmax's
-        # fastest); for wider ones, which never ran fastest at two rows, the row in two looped
-        # halves at 16 warps, each pass after the first reading it from L2 (float32 rmsnorm:
-        # 0.130 ms against 0.134 persistent, Inductor's 0.129).
-        third = (2, rp, 16) if ITEMSIZE <= 2 else (1, rp // 2, 16)
-        return _dedup([(1, rp, warps), (1, rp, 8), (1, rp, 16), third])
+        if ITEMSIZE <= 2:  # 8 and 16 warps; two rows per program: bfloat16 softmax's fastest
+            return _dedup([(1, rp, warps), (1, rp, 8), (1, rp, 16), (2, rp, 16)])
+        # Wider types never ran fastest at two rows, nor at 8 warps where 16 fit (float32 4096-
+        # element rows: within 0.4% at best, and 10-50% longer to compile). The row in two looped
+        # halves at 16 warps reads it from L2 after the first pass (float32 rmsnorm: 0.130 ms
+        # against 0.134 persistent, Inductor's 0.129); not where a reduction merges per block,
+        # a reduction across warps per half (float32 layernorm's welford: 0.167 against 0.133).
+        configs = [(1, rp, warps), (1, rp, 16)]
+        return _dedup(configs if BLOCK_MERGES else [*configs, (1, rp // 2, 16)])
     if rb == rp and rb < 64:
         return _dedup([first, (max(1, min(xp, 1024 // rb)), rb, 4)])
     if rb == rp:

@@ -115,6 +115,7 @@ def render_launcher(
         f"HEAVY = {body_lines > HEAVY_LINES}",
         f"LIGHT = {body_lines <= LIGHT_LINES}",
         f"ITEMSIZE = {max((b.dtype.itemsize for b in spec.args), default=4)}",
+        f"BLOCK_MERGES = {ctx.block_merges}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"AUTOTUNE = {autotune}",
         f"KERNEL_DIGEST = {string_literal(digest)}",

@@ -53,6 +53,7 @@ class TritonReduceOps(TritonEmitter):
         return table[reduction_type](dtype, value)
 
     def _acc(self, init: str, tl_type: str) -> str:
+        self.ctx.block_merges = True
         name = self.ctx.fresh("acc")
         self.ctx.stage.pre.line(f"{name} = tl.full([XBLOCK, 1], {init}, {tl_type})")
         return name

@@ -96,13 +96,35 @@ def test_pointwise_configs_follow_the_element_width(
 
 def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
     """A persistent 4096-element row runs at 16 warps in float32, 8 in bfloat16 (heuristic
-    first), with the other widths among the candidates; the third candidate is two rows per
-    program in bfloat16, and in float32 the row looped in halves."""
-    for dtype, warps, third in ((torch.float32, 16, (1, 2048, 16)),
-                                (torch.bfloat16, 8, (2, 4096, 16))):
-        module = _cuda_module(tmp_path, f"rows_{warps}")
-        module.KIND, module.ITEMSIZE = "reduction", dtype.itemsize
-        assert module._configs(16384, 4096) == [(1, 4096, warps), (1, 4096, 24 - warps), third]
+    first). bfloat16 also tries 16 warps and two rows per program; float32 tries the row looped
+    in halves, unless a reduction merges per block (welford), which then tunes nothing."""
+    module = _cuda_module(tmp_path, "rows")
+    module.KIND = "reduction"
+    for itemsize, merges, configs in (
+        (2, False, [(1, 4096, 8), (1, 4096, 16), (2, 4096, 16)]),
+        (2, True, [(1, 4096, 8), (1, 4096, 16), (2, 4096, 16)]),
+        (4, False, [(1, 4096, 16), (1, 2048, 16)]),
+        (4, True, [(1, 4096, 16)]),
+    ):
+        module.ITEMSIZE, module.BLOCK_MERGES = itemsize, merges
+        assert module._configs(16384, 4096) == configs, (itemsize, merges)
+
+
+@pytest.mark.parametrize(("reduction", "merges"), [("sum", False), ("max", False),
+                                                   ("welford_reduce", True), ("argmax", True)])
+def test_block_merges_names_reductions_that_merge_per_block(
+    tmp_path: Path, reduction: str, merges: bool
+) -> None:
+    def body(ops: Any, x: Any, r: Any) -> None:
+        v = ops.reduction(torch.float32, torch.float32, reduction, ops.load("a", x[0] * 64 + r[0]))
+        ops.store_reduction("o", x[0], v[0] if isinstance(v, tuple) else v)
+
+    dtype = torch.int64 if reduction == "argmax" else torch.float32
+    s = spec(f"merges_{reduction}", [8], [64], [("reduction", body)],
+             [buf("a", torch.float32, "in", 512), buf("o", dtype, "out", 8)])
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(s, device="cuda")).source
+    assert f"BLOCK_MERGES = {merges}" in source
 
 
 def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
