@@ -32,6 +32,17 @@ def _xor_combine(a, b):
 
 
 @triton.jit
+def _max_nan_combine(a, b):
+    # NaN wins (torch's max): one reduction across warps (tl.max's combine skips NaN)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _min_nan_combine(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
 def _randint64(seed, offset, low, high):
     # Philox words as in tl.randint4x; two 32-bit words make one 64-bit draw (docs/conventions.md).
     r0, r1, r2, r3 = tl.randint4x(seed, offset)

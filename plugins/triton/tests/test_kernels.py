@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import sympy
 import torch
 from kernels import buf, run, spec
 
+from polyduct.cache import Cache, import_module_file
 from polyduct.errors import KernelAssertError, KernelIndexError
 from polyduct.indexing import size_symbol
+from polyduct_triton import TritonBackend, TritonOptions
 
 NAN, INF = float("nan"), float("inf")
 
@@ -80,6 +83,40 @@ def test_float_reductions_merge_nan_inf_and_ties_across_chunks(tmp_path: Path, r
     (got,) = _reduce(tmp_path, rtype, x, out_dtype)
     want = getattr(x, {"max": "amax", "min": "amin"}.get(rtype, rtype))(1)
     torch.testing.assert_close(got, want, equal_nan=True, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("rtype", ["max", "min"])
+def test_gpu_max_min_reduce_nan_in_one_combine(tmp_path: Path, rtype: str) -> None:
+    """The CUDA flavour of a float max/min reduces each row with one NaN-propagating combine
+    (the interpreter's flavour keeps numpy reductions beside a NaN flag). Its source, run here
+    under the interpreter on blocks small enough for the interpreter's element-wise combine,
+    gives torch's rows: NaN in either pass of a looped row, infinities, signed zeros."""
+    def body(ops: Any, x: Any, r: Any) -> None:
+        v = ops.reduction(torch.float32, torch.float32, rtype, ops.load("a", x[0] * 16 + r[0]))
+        ops.store_reduction("o", x[0], v)
+
+    s = spec(f"gpu_{rtype}", [6], [16], [("reduce", body)],
+             [buf("a", torch.float32, "in", 96), buf("o", torch.float32, "out", 6)])
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    source = be.codegen(dataclasses.replace(s, device="cuda")).source
+    assert f"tl.reduce(lanes1, 1, _{rtype}_nan_combine, keep_dims=True)" in source
+    assert "tl.max((lanes1 != lanes1)" not in source
+    path = tmp_path / f"gpu_{rtype}.py"
+    path.write_text(source)
+    module = import_module_file(path, f"gpu_{rtype}_flavour")
+    x = torch.randn(6, 16)
+    x[0, 3] = NAN  # first half of the row
+    x[1, 12] = NAN  # second half
+    x[2, 5], x[3, 9] = INF, -INF
+    x[4] = 0.0
+    x[4, ::2] = -0.0
+    x[5, :] = NAN
+    want = getattr(x, "a" + rtype)(1)
+    for rblock, persistent in ((16, True), (8, False)):
+        out = torch.full((6,), 7.0)
+        module._kernel[(3,)](x, out, 6, 16, XBLOCK=2, RBLOCK=rblock, IDX64=False,
+                             PERSISTENT=persistent)
+        torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
 
 
 def test_integer_xor_any_and_long_rows(tmp_path: Path) -> None:
