@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import time
 import traceback
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import phases
-from bench.timing import copy_bandwidth, interleaved_medians
+from bench.timing import copy_bandwidth, interleaved_samples
 from bench.variants import fresh
 
 Fn = Callable[..., torch.Tensor]
@@ -94,6 +95,32 @@ def _compiled(fn: Fn, variant: str) -> Fn:
     return torch.compile(fresh(fn), backend="polyduct", options=options)
 
 
+# CUDA runtime and driver calls that stall or serialise a call when they come once per call
+_RUNTIME_WATCH = ("Synchronize", "Malloc", "Free", "Memcpy", "Memset", "EventQuery")
+
+
+def runtime_calls(call: Callable[[], Any], calls: int = 10) -> dict[str, float]:
+    """CUDA runtime/driver calls per call of `call` whose names contain one of _RUNTIME_WATCH
+    (a synchronisation or an allocation in every call shows as 1.0), from the torch profiler.
+    A diagnostic: {} when the profiler records none or fails."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        call()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                call()
+            torch.cuda.synchronize()
+        counts: dict[str, float] = {}
+        for evt in prof.key_averages():
+            if evt.key.startswith("cu") and any(w in evt.key for w in _RUNTIME_WATCH):
+                counts[evt.key] = counts.get(evt.key, 0.0) + evt.count / calls
+        return counts
+    except Exception:  # noqa: BLE001 - a diagnostic never fails the benchmark
+        return {}
+
+
 def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
     """(GPU kernel milliseconds per call, kernel launches per call), from the torch profiler:
     beside the wall time per call, it separates kernel time from launch overhead."""
@@ -141,11 +168,15 @@ def bench(rows: int, cols: int, rounds: int,
                     torch.testing.assert_close(got, want, rtol=tol, atol=tol)
                 except AssertionError as exc:
                     errors[variant] = f"mismatch: {exc}"[:500]
-            times = interleaved_medians(calls, "cuda", rounds, 5.0)
+            samples = interleaved_samples(calls, "cuda", rounds, 5.0)
+            times = {k: statistics.median(v) for k, v in samples.items()}
             profiles = {k: kernel_profile(c) for k, c in calls.items()}
             nbytes = moved * rows * cols * args[0].element_size()
             row = {"workload": name, "dtype": str(dtype).removeprefix("torch."),
                    "shape": [rows, cols], "times_ms": {k: v * 1e3 for k, v in times.items()},
+                   # the spread of the rounds' samples: a median far above the minimum is noise
+                   "times_ms_range": {k: [min(v) * 1e3, max(v) * 1e3] for k, v in samples.items()},
+                   "runtime_calls_per_call": {k: runtime_calls(c) for k, c in calls.items()},
                    "kernel_ms": {k: v[0] for k, v in profiles.items()},
                    "kernels_per_call": {k: v[1] for k, v in profiles.items()},
                    "compile_s": compile_s, "errors": errors,

@@ -31,10 +31,11 @@ def inner_count(fn: Callable[[], Any], device: str, target_s: float = 0.01) -> i
     return max(1, min(1000, int(target_s / max(once, 1e-7))))
 
 
-def interleaved_medians(
+def interleaved_samples(
     calls: dict[str, Callable[[], Any]], device: str, rounds: int, budget_s: float
-) -> dict[str, float]:
-    """Median seconds per call of each entry, sampled round-robin for `rounds` or `budget_s`."""
+) -> dict[str, list[float]]:
+    """Seconds per call of each entry, one sample per round, sampled round-robin for `rounds`
+    or `budget_s` (at least 3 rounds)."""
     inner = {name: inner_count(fn, device) for name, fn in calls.items()}
     samples: dict[str, list[float]] = {name: [] for name in calls}
     deadline = time.perf_counter() + budget_s
@@ -43,6 +44,14 @@ def interleaved_medians(
             samples[name].append(time_call(fn, device, inner[name]))
         if done >= 2 and time.perf_counter() > deadline:
             break
+    return samples
+
+
+def interleaved_medians(
+    calls: dict[str, Callable[[], Any]], device: str, rounds: int, budget_s: float
+) -> dict[str, float]:
+    """Median seconds per call of each entry, sampled round-robin for `rounds` or `budget_s`."""
+    samples = interleaved_samples(calls, device, rounds, budget_s)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 

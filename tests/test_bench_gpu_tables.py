@@ -181,3 +181,24 @@ def test_config_sweep_grid_spans_the_launchers_choices() -> None:
     assert all(2 <= x * r // (32 * w) <= 16 for x, r, w in persistent)
     assert {r for _, r, _ in rows} == {4096, 1024, 2048}
     assert all(r == 1024 for _, r, _ in grid("reduction", 16384, 1000))
+
+
+def test_timing_keeps_every_rounds_sample(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The speed table's medians come from per-round samples, whose spread it also reports."""
+    from bench import timing
+
+    times = iter([0.5, 0.1, 0.2, 0.9, 0.4, 0.3, 0.6, 0.7])  # a, b alternate round by round
+    monkeypatch.setattr(timing, "inner_count", lambda fn, device: 1)
+    monkeypatch.setattr(timing, "time_call", lambda fn, device, inner: next(times))
+    samples = timing.interleaved_samples({"a": lambda: None, "b": lambda: None}, "cpu", 4, 60.0)
+    assert samples == {"a": [0.5, 0.2, 0.4, 0.6], "b": [0.1, 0.9, 0.3, 0.7]}
+
+
+def test_runtime_calls_never_fail_the_benchmark() -> None:
+    """A call that raises inside the profiler gives an empty diagnostic, not an error."""
+    from bench import gpu
+
+    def broken() -> None:
+        raise RuntimeError("no device")
+
+    assert gpu.runtime_calls(broken) == {}
