@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import phases
-from bench.timing import copy_bandwidth, interleaved_samples
+from bench.timing import copy_bandwidth, interleaved_samples, kernel_profile, runtime_calls
 from bench.variants import fresh
 
 Fn = Callable[..., torch.Tensor]
@@ -93,52 +93,6 @@ def _compiled(fn: Fn, variant: str) -> Fn:
     if variant == "polyduct-notune":  # heuristic configs only: one Triton compile per kernel
         options["kernel_options"] = {"autotune": False}
     return torch.compile(fresh(fn), backend="polyduct", options=options)
-
-
-# CUDA runtime and driver calls that stall or serialise a call when they come once per call
-_RUNTIME_WATCH = ("Synchronize", "Malloc", "Free", "Memcpy", "Memset", "EventQuery")
-
-
-def runtime_calls(call: Callable[[], Any], calls: int = 10) -> dict[str, float]:
-    """CUDA runtime/driver calls per call of `call` whose names contain one of _RUNTIME_WATCH
-    (a synchronisation or an allocation in every call shows as 1.0), from the torch profiler.
-    A diagnostic: {} when the profiler records none or fails."""
-    from torch.profiler import ProfilerActivity, profile
-
-    try:
-        call()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                call()
-            torch.cuda.synchronize()
-        counts: dict[str, float] = {}
-        for evt in prof.key_averages():
-            if evt.key.startswith("cu") and any(w in evt.key for w in _RUNTIME_WATCH):
-                counts[evt.key] = counts.get(evt.key, 0.0) + evt.count / calls
-        return counts
-    except Exception:  # noqa: BLE001 - a diagnostic never fails the benchmark
-        return {}
-
-
-def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
-    """(GPU kernel milliseconds per call, kernel launches per call), from the torch profiler:
-    beside the wall time per call, it separates kernel time from launch overhead."""
-    from torch.profiler import ProfilerActivity, profile
-
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    total_us, launches = 0.0, 0
-    for evt in prof.key_averages():
-        us = getattr(evt, "self_device_time_total", None)
-        us = getattr(evt, "self_cuda_time_total", 0.0) if us is None else us
-        if us > 0:
-            total_us, launches = total_us + us, launches + evt.count
-    return total_us / calls / 1e3, launches / calls
 
 
 def bench(rows: int, cols: int, rounds: int,
