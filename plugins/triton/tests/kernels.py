@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,6 +40,12 @@ def spec(
         buffers=tuple(buffers),
         size_args=tuple(size_args),
     )
+
+
+def cuda_source(tmp: Path, s: KernelSpec) -> str:
+    """The module source the backend generates for `s` on CUDA tensors (no GPU needed)."""
+    be = TritonBackend(TritonOptions(cache=Cache(tmp)))
+    return be.codegen(dataclasses.replace(s, device="cuda")).source
 
 
 def run(tmp: Path, s: KernelSpec, *args: torch.Tensor | int) -> str:

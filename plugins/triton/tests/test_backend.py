@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import torch
-from kernels import backend, buf, spec
+from kernels import backend, buf, cuda_source, spec
 
 from polyduct import plugins
 from polyduct.cache import Cache, import_module_file
@@ -82,8 +82,7 @@ def test_pointwise_configs_follow_the_element_width(
 
     a = torch.zeros(7, dtype=dtype)
     s = spec(f"w{per_thread}", [7], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
-    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
-    source = be.codegen(dataclasses.replace(s, device="cuda")).source
+    source = cuda_source(tmp_path, s)
     module = import_module_file(_write(tmp_path, source), f"width_{per_thread}")
     assert module.LIGHT  # a one-line body
     for expect in (light, per_thread):
@@ -122,8 +121,7 @@ def test_block_merges_names_reductions_that_merge_per_block(
     dtype = torch.int64 if reduction == "argmax" else torch.float32
     s = spec(f"merges_{reduction}", [8], [64], [("reduction", body)],
              [buf("a", torch.float32, "in", 512), buf("o", dtype, "out", 8)])
-    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
-    source = be.codegen(dataclasses.replace(s, device="cuda")).source
+    source = cuda_source(tmp_path, s)
     assert f"BLOCK_MERGES = {merges}" in source
 
 
