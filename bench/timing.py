@@ -64,6 +64,19 @@ def copy_bandwidth(device: str, nbytes: int = 1 << 28) -> float:
     return 2 * nbytes / seconds
 
 
+def _profiled(call: Callable[[], Any], calls: int, activities: list[Any]) -> Any:
+    """The profiler's per-name averages over `calls` calls of `call`, after one warm call."""
+    from torch.profiler import profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    return prof.key_averages()
+
+
 # CUDA runtime and driver calls that stall or serialise a call when they come once per call
 _RUNTIME_WATCH = ("Synchronize", "Malloc", "Free", "Memcpy", "Memset", "EventQuery")
 
@@ -72,17 +85,12 @@ def runtime_calls(call: Callable[[], Any], calls: int = 10) -> dict[str, float]:
     """CUDA runtime/driver calls per call of `call` whose names contain one of _RUNTIME_WATCH
     (a synchronisation or an allocation in every call shows as 1.0), from the torch profiler.
     A diagnostic: {} when the profiler records none or fails."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
     try:
-        call()
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                call()
-            torch.cuda.synchronize()
+        events = _profiled(call, calls, [ProfilerActivity.CPU, ProfilerActivity.CUDA])
         counts: dict[str, float] = {}
-        for evt in prof.key_averages():
+        for evt in events:
             if evt.key.startswith("cu") and any(w in evt.key for w in _RUNTIME_WATCH):
                 counts[evt.key] = counts.get(evt.key, 0.0) + evt.count / calls
         return counts
@@ -93,16 +101,10 @@ def runtime_calls(call: Callable[[], Any], calls: int = 10) -> dict[str, float]:
 def kernel_profile(call: Callable[[], Any], calls: int = 10) -> tuple[float, float]:
     """(GPU kernel milliseconds per call, kernel launches per call), from the torch profiler:
     beside the wall time per call, it separates kernel time from launch overhead."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
-    call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
     total_us, launches = 0.0, 0
-    for evt in prof.key_averages():
+    for evt in _profiled(call, calls, [ProfilerActivity.CUDA]):
         us = getattr(evt, "self_device_time_total", None)
         us = getattr(evt, "self_cuda_time_total", 0.0) if us is None else us
         if us > 0:
