@@ -113,6 +113,15 @@ class Cache:
         self.builds += 1
         return final
 
+    def lookup(self, namespace: str, inputs: Mapping[str, str]) -> Path | None:
+        """The directory of the valid entry for `inputs`, or None: `entry` without building."""
+        digest, canonical = _key(namespace, inputs)
+        final = self.root / namespace / digest
+        if not self._valid(final, canonical):
+            return None
+        self.hits += 1
+        return final
+
     @staticmethod
     def _valid(entry: Path, canonical: str) -> bool:
         """The entry's stored key equals ours and every artifact still has its recorded hash."""

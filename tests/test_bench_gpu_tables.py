@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/ is not installed
 
-from bench.gpu import _cold_table
+from bench.gpu_cold import _cold_table
 
 
 def test_cold_table_compares_compile_seconds_with_inductors() -> None:
@@ -34,7 +34,7 @@ def test_cold_table_compares_compile_seconds_with_inductors() -> None:
 def test_cold_compile_runs_round_robin_and_takes_medians(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from bench import gpu
+    from bench import gpu_cold as gpu
 
     samples = iter([1.0, 5.0, 3.0, 2.0, 9.0, 4.0])
     calls: list[str] = []
@@ -68,7 +68,7 @@ def test_cold_compile_keeps_finished_rows_when_cut_short(
 ) -> None:
     """The table is written after every workload: a run stopped in its second workload (a
     device-time limit) leaves the first one's row on disk."""
-    from bench import gpu
+    from bench import gpu_cold as gpu
 
     def run(name: str, dtype: str, variant: str, profile: Path | None) -> dict[str, Any]:
         if name == "rmsnorm":

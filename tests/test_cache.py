@@ -32,6 +32,16 @@ def test_second_lookup_is_a_hit(tmp_path: Path) -> None:
     assert cache.entry("ns", {**KEY, "flags": "-O3"}, build) != first  # every input is keyed
 
 
+def test_lookup_finds_valid_entries_and_builds_nothing(tmp_path: Path) -> None:
+    cache, build = Cache(tmp_path / "c"), Builder()
+    assert cache.lookup("ns", KEY) is None
+    assert not (tmp_path / "c").exists()  # a miss writes nothing
+    entry = cache.entry("ns", KEY, build)
+    assert cache.lookup("ns", KEY) == entry and cache.hits == 1
+    (entry / "artifact.txt").write_text("planted")  # no longer what was built: a miss
+    assert cache.lookup("ns", KEY) is None and build.calls == 1
+
+
 def test_tampered_key_is_rebuilt_not_loaded(tmp_path: Path) -> None:
     cache, build = Cache(tmp_path / "c"), Builder()
     entry = cache.entry("ns", KEY, build)

@@ -339,29 +339,46 @@ def _device_name(device):
     return torch.cuda.get_device_name(device)
 
 
-def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
-    """The fastest candidate for `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this device:
-    benchmarked once, then read from TUNING_CACHE by later processes, which compile only the
-    winner."""
-    if TUNING_CACHE is None:
-        return _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
+def _tuning_inputs(shape_class, tensors):
+    """The tuning cache's key of `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this
+    device: the kernel's module and runtime, the device's name and Triton's version."""
     import hashlib
-    import json
 
     with open(__file__, "rb") as src:
         kernel = hashlib.sha256(src.read() + RUNTIME_DIGEST.encode()).hexdigest()
-    inputs = {"kernel": kernel, "device": _device_name(tensors[0].device),
-              "triton": triton.__version__, "class": repr(shape_class)}
+    return {"kernel": kernel, "device": _device_name(tensors[0].device),
+            "triton": triton.__version__, "class": repr(shape_class)}
+
+
+def _remembered(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The winner an earlier process stored in TUNING_CACHE for `shape_class`, or None; the
+    compile jobs of the configs it beat are cancelled."""
+    import json
+
+    entry = None if TUNING_CACHE is None else TUNING_CACHE.lookup(
+        "triton-tuning", _tuning_inputs(shape_class, tensors))
+    if entry is None:
+        return None
+    best = tuple(json.loads((entry / "config.json").read_text()))
+    best = best if best in configs else configs[0]
+    _drop_jobs([c for c in configs if c != best], tensors, sizes, xnumel, rnumel, idx64, err)
+    return best
+
+
+def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The fastest candidate for `shape_class` on this device: benchmarked once, then read from
+    TUNING_CACHE by later processes, which compile only the winner."""
+    if TUNING_CACHE is None:
+        return _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
+    import json
 
     def build(tmp):
         best = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
         (tmp / "config.json").write_text(json.dumps(list(best)))
 
-    entry = TUNING_CACHE.entry("triton-tuning", inputs, build)
-    best = tuple(json.loads((entry / "config.json").read_text()))
-    best = best if best in configs else configs[0]
-    _drop_jobs([c for c in configs if c != best], tensors, sizes, xnumel, rnumel, idx64, err)
-    return best
+    TUNING_CACHE.entry("triton-tuning", _tuning_inputs(shape_class, tensors), build)
+    shape = (tensors, sizes, xnumel, rnumel, idx64, err)
+    return _remembered(shape_class, configs, *shape) or configs[0]
 
 
 def _candidates(xnumel, rnumel, cuda):
@@ -371,17 +388,49 @@ def _candidates(xnumel, rnumel, cuda):
     return configs if AUTOTUNE and cuda and not (INTERPRET or small) else configs[:1]
 
 
+# Tuning in the background: where compile workers build every other candidate of a shape class,
+# its launches run the heuristic config until those compiles have all finished; the first launch
+# after that benchmarks the candidates (loading each from Triton's cache) and keeps the fastest.
+# A first call then waits for one compile per kernel, not for its slowest candidate and a
+# benchmark. Shape class -> (configs, the candidates' compile Futures).
+_PENDING = {}
+
+
+def _compiling(configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The compile workers' Futures for configs[1:], or None where a candidate has no job (this
+    process would compile it: tuning now costs the same as later)."""
+    if not PRECOMPILED:  # no compile workers, or none of their jobs left
+        return None
+    args = _args(tensors, sizes, xnumel, rnumel, err)
+    futures = [PRECOMPILED.get(_job(c, args, xnumel, rnumel, idx64)[0]) for c in configs[1:]]
+    return None if None in futures else futures
+
+
+def _tune_ready(key):
+    """Whether the shape class `key` waits for tuning and all its candidates have compiled (and
+    no CUDA graph is being captured: a benchmark synchronises)."""
+    pending = _PENDING.get(key)
+    return (pending is not None and all(f.done() for f in pending[1])
+            and not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()))
+
+
 def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
     device = tensors[0].device
     key = (device, _pow2(xnumel), _pow2(rnumel), idx64)
-    if key in _BEST:
-        return _BEST[key]
-    configs = _candidates(xnumel, rnumel, device.type == "cuda")
-    if len(configs) == 1:
-        _BEST[key] = configs[0]
+    best = _BEST.get(key)
+    if best is not None and not (_PENDING and _tune_ready(key)):
+        return best
+    shape = (tensors, sizes, xnumel, rnumel, idx64, err)
+    if best is not None:  # every candidate has compiled: benchmark them now
+        best = _tuned(key[1:], _PENDING.pop(key)[0], *shape)
     else:
-        _BEST[key] = _tuned(key[1:], configs, tensors, sizes, xnumel, rnumel, idx64, err)
-    return _BEST[key]
+        configs = _candidates(xnumel, rnumel, device.type == "cuda")
+        best = configs[0] if len(configs) == 1 else _remembered(key[1:], configs, *shape)
+        if best is None and (futures := _compiling(configs, *shape)) is not None:
+            best, _PENDING[key] = configs[0], (configs, futures)
+        best = best or _tuned(key[1:], configs, *shape)
+    _BEST[key] = best
+    return best
 
 
 def _jobs(args, xnumel, rnumel, idx64):

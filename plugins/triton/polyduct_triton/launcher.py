@@ -3,8 +3,9 @@
 The launcher takes `(*tensors, *sizes)` (the calling convention of `polyduct.kernel`), computes
 xnumel/rnumel and the index width from the sizes, picks a config (a heuristic for small problems
 and under the interpreter; for large problems on GPUs a short benchmark of at most 3 candidates
-once per shape class, the others compiled only where the heuristic's kernel takes 0.05 ms or
-more), computes its grid and launches (through torch's static CUDA launcher where it can).
+once per shape class, the others kept only where the heuristic's kernel takes 0.05 ms or more;
+where compile workers build the candidates, launches run the heuristic config until they have
+all compiled), computes its grid and launches (through torch's static CUDA launcher where it can).
 Index-check failures recorded by the kernel are raised here as `KernelIndexError`.
 
 `render_launcher` writes a module's constants and its `_shape`, `jobs` and `launch`; the runtime

@@ -28,6 +28,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 import warnings
 from concurrent.futures import Future
 from pathlib import Path
@@ -70,6 +71,7 @@ class CompilePool:
         self._target = target  # (backend, arch, warp size): each worker warms its compiler for it
         self._workers = workers
         self._started = 0  # workers ready or failed to start
+        self._alive = workers  # workers starting or serving
         self._start = threading.Condition()
         for _ in range(workers):
             threading.Thread(target=self._serve, daemon=True, name="polyduct-compile").start()
@@ -77,6 +79,9 @@ class CompilePool:
     def submit(self, job: dict[str, Any], priority: int) -> Future[str | None]:
         future: Future[str | None] = Future()
         self._jobs.put((priority, next(self._order), future, job))
+        with self._start:
+            if self._alive == 0:  # nobody will take it: its launch compiles it
+                self._cancel_queued()
         return future
 
     def wait_started(self, timeout: float) -> bool:
@@ -110,11 +115,26 @@ class CompilePool:
                 future.set_result(_read(pipes[1]))
             except (OSError, EOFError, pickle.UnpicklingError) as exc:
                 future.set_exception(RuntimeError(f"compile worker {proc.pid} died: {exc}"))
+                break
+        with self._start:
+            self._alive -= 1
+            if self._alive == 0:
+                self._cancel_queued()
+
+    def _cancel_queued(self) -> None:
+        """Cancel every queued job (no worker is left to take them): their launches compile
+        them, and anything waiting for them (`settle`, tuning) stops waiting."""
+        while True:
+            try:
+                _, _, future, _ = self._jobs.get_nowait()
+            except queue.Empty:
                 return
+            future.cancel()
 
 
 _POOL: CompilePool | None = None
 _POOL_LOCK = threading.Lock()
+_SUBMITTED: list[Future[str | None]] = []  # every job's outcome, until `settle` sees it done
 
 
 def pool() -> CompilePool | None:
@@ -143,6 +163,21 @@ def start(timeout: float = 0.0) -> bool:
     return workers is not None and workers.wait_started(timeout)
 
 
+def settle(timeout: float | None = None) -> bool:
+    """Wait until every compile job queued so far has finished (or was cancelled), up to
+    `timeout` seconds; True if all have. Kernels whose tuning candidates compile in the
+    background then tune at their next launch: call this, then the program once more, before
+    timing its steady state."""
+    # Polled: a job cancelled in the queue is done at once, but `concurrent.futures.wait` only
+    # hears of it when a worker dequeues it.
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
+        if not _SUBMITTED or (deadline is not None and time.monotonic() >= deadline):
+            return not _SUBMITTED
+        time.sleep(0.005)
+
+
 def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -> int:
     """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only), those
     of `ranks` in each module's list (0: its heuristic config; 1 on: its tuning candidates).
@@ -158,12 +193,15 @@ def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -
     # the TTIR, TTGIR, LLVM IR and PTX, five files fewer to write per compile). Set it to 0 to
     # keep them for inspection.
     env.setdefault(BINARY_ONLY_ENV, "1")
+    _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
     queued = 0
     for module, path, jobs in work:
         for rank, (key, args) in list(enumerate(jobs))[ranks]:
             job = {"path": str(path), "module": module.__name__, "args": args, "env": env,
                    "target": target}
-            module.PRECOMPILED[key] = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)
+            future = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)
+            module.PRECOMPILED[key] = future
+            _SUBMITTED.append(future)
             queued += 1
     return queued
 

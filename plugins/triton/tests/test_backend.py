@@ -231,6 +231,46 @@ def test_short_kernels_cancel_their_candidates_compile_jobs(tmp_path: Path) -> N
     assert [futures[c].cancelled() for c in configs] == [True] * (len(configs) - 1) + [False]
 
 
+def test_candidates_compiling_in_workers_are_tuned_once_all_have_compiled(tmp_path: Path) -> None:
+    """While compile workers build the other candidates, launches take the heuristic config and
+    benchmark nothing; the first launch after every candidate's compile has ended tunes, once,
+    and the tuning cache gives a later process the winner at its first launch."""
+    from concurrent.futures import Future
+
+    path = _cuda_module(tmp_path, "background").__file__
+
+    def fresh_module(name: str) -> Any:  # the same kernel, as a new process imports it
+        module = import_module_file(Path(path), name)
+        module.TUNING_CACHE = Cache(tmp_path / "tuning")
+        module._device_name = lambda device: "NVIDIA H200"
+        module._specialisation = lambda args: (True,)  # no tensor on a GPU to inspect
+        module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+        return module
+
+    tuned: list[Any] = []
+    module = fresh_module("first")
+    t, n = SimpleNamespace(device=torch.device("cuda", 0)), 1 << 22
+    configs = module._configs(n, 0)
+    futures: list[Future[str | None]] = [Future() for _ in configs]
+    for cfg, future in zip(configs, futures, strict=True):
+        module.PRECOMPILED[module._job(cfg, module._args([t], (), n, 0, None), n, 0, False)[0]] = future
+
+    def pick(m: Any = module) -> Any:
+        return m._pick([t], (), n, 0, False, None)
+
+    assert len(configs) == 3 and pick() == configs[0]
+    futures[1].set_running_or_notify_cancel()
+    futures[1].set_result(None)
+    assert pick() == configs[0] and tuned == []  # one candidate still compiling
+    futures[2].cancel()  # a job taken over by a launch ends too
+    assert pick() == configs[-1] and pick() == configs[-1] and tuned == [configs]
+
+    later = fresh_module("later")
+    pending: Future[str | None] = Future()
+    later.PRECOMPILED[later._job(configs[1], later._args([t], (), n, 0, None), n, 0, False)[0]] = pending
+    assert pick(later) == configs[-1] and len(tuned) == 1 and pending.cancelled()
+
+
 @pytest.mark.parametrize(("once", "count"), [(0.1, 20), (0.001, 50), (5.0, 1)])
 def test_tuning_times_back_to_back_launches_filling_a_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, once: float, count: int

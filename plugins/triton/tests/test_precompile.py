@@ -148,12 +148,39 @@ def test_worker_count_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
         precompile.worker_count()
 
 
-def test_jobs_wait_for_launches_when_workers_cannot_start(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_jobs_are_cancelled_when_no_worker_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing will take a job: it is cancelled (its launch compiles it), so that nothing
+    waiting for it, `settle` or a tuning in the background, waits forever."""
     monkeypatch.setattr(precompile, "_WORKER", "import sys; sys.exit(3)")
     pool = precompile.CompilePool(2, None)
-    assert pool.wait_started(timeout=60)  # both gave up: nothing will take a job
+    assert pool.wait_started(timeout=60)  # both gave up
     future = pool.submit({"path": "unused"}, 0)
-    assert not future.running() and future.cancel()  # what a launch does with it
+    monkeypatch.setattr(precompile, "_SUBMITTED", [future])
+    assert precompile.settle(timeout=60) and future.cancelled()
+
+
+def test_settle_waits_for_every_job_submitted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Pool:  # a pool whose jobs end when the test says
+        def __init__(self) -> None:
+            self.futures: list[Future[str | None]] = []
+
+        def submit(self, job: dict[str, Any], priority: int) -> Future[str | None]:
+            self.futures.append(Future())
+            return self.futures[-1]
+
+    pool = Pool()
+    monkeypatch.setattr(precompile, "pool", lambda: pool)
+    monkeypatch.setattr(precompile, "_SUBMITTED", [])
+    module = _module(tmp_path, specs()[2])  # two candidates
+    module.jobs = lambda: [(("cfg", i), ("args",)) for i in range(2)]
+    assert precompile.submit([(module, tmp_path / "m.py")]) == 2
+    assert not precompile.settle(timeout=0.01)
+    pool.futures[0].set_result(None)
+    assert not precompile.settle(timeout=0.01)
+    pool.futures[1].cancel()  # a job a launch took over counts as settled
+    assert precompile.settle(timeout=0.01) and precompile._SUBMITTED == []
 
 
 def test_workers_exit_quietly_when_their_program_is_gone() -> None:
