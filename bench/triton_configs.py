@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -46,27 +47,29 @@ def _capture(fn: gpu.Fn, args: tuple[torch.Tensor, ...]) -> list[tuple[ModuleTyp
     from polyduct_triton.backend import TritonBackend
 
     seen: list[tuple[ModuleType, tuple]] = []
-    load_one = TritonBackend._load_one
+    load = TritonBackend.load
 
-    def record(self: TritonBackend, src: Any) -> tuple[ModuleType, Path]:
-        module, path = load_one(self, src)
-        run = module._run
+    def record(self: TritonBackend, sources: Any) -> Any:
+        launches = load(self, sources)
+        for launch_fn in launches.values():
+            module = sys.modules[launch_fn.__module__]
+            run = module._run
 
-        def first(*launch: Any) -> None:
-            if not any(m is module for m, _ in seen):
-                seen.append((module, launch))
-            run(*launch)
+            def first(*launch: Any, module: ModuleType = module, run: Any = run) -> None:
+                if not any(m is module for m, _ in seen):
+                    seen.append((module, launch))
+                run(*launch)
 
-        module._run = first
-        return module, path
+            module._run = first
+        return launches
 
-    TritonBackend._load_one = record
+    TritonBackend.load = record  # type: ignore[method-assign]
     try:
         options = {"kernels": "triton", "kernel_options": {"autotune": False}}
         torch.compile(gpu.fresh(fn), backend="polyduct", options=options)(*args)
         torch.cuda.synchronize()
     finally:
-        TritonBackend._load_one = load_one
+        TritonBackend.load = load  # type: ignore[method-assign]
     return seen
 
 

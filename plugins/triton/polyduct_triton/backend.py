@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any, ClassVar, final
 
 import torch
@@ -74,15 +73,23 @@ class TritonBackend(KernelBackend):
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         loaded = []
         for src in sources:
-            loaded.append(self._load_one(src))
-            # compile workers start on this kernel's heuristic config while the next kernel is
-            # written and imported; tuning candidates queue behind every heuristic config
-            precompile.submit(loaded[-1:], slice(0, 1))
+            path, name = self._write(src)
+            # compile workers start on this kernel's heuristic config while this process imports
+            # it and writes the next kernel; tuning candidates queue behind every heuristic config
+            early = precompile.ahead(path, name) if _compiles_ahead(src.source) else None
+            module = import_module_file(path, name)
+            module.TUNING_CACHE = self._cache()  # tuned configs outlive the process
+            precompile.attach(module, early)
+            loaded.append((module, path))
         precompile.submit(loaded, slice(1, None))
         return {src.name: m.launch for src, (m, _) in zip(sources, loaded, strict=True)}
 
-    def _load_one(self, src: KernelSource) -> tuple[ModuleType, Path]:
-        cache = self.options.cache or default_cache()
+    def _cache(self) -> Cache:
+        return self.options.cache or default_cache()
+
+    def _write(self, src: KernelSource) -> tuple[Path, str]:
+        """The module file of `src` in the cache, and the name to import it as."""
+        cache = self._cache()
         device = src.source.split("\n", 1)[0].rsplit(" on ", 1)[-1]
         key = {
             "source": src.source,
@@ -97,9 +104,13 @@ class TritonBackend(KernelBackend):
 
         entry = cache.entry("triton", key, build)
         digest = hashlib.sha256(src.source.encode()).hexdigest()[:16]
-        module = import_module_file(entry / "kernel.py", f"polyduct_triton_k_{digest}")
-        module.TUNING_CACHE = cache  # tuned configs outlive the process
-        return module, entry / "kernel.py"
+        return entry / "kernel.py", f"polyduct_triton_k_{digest}"
+
+
+def _compiles_ahead(source: str) -> bool:
+    """Whether compile workers can build a generated module's first config before its launch:
+    a compiled kernel (not interpreted) whose sizes are static (its launcher's constants)."""
+    return "\nINTERPRET = False\n" in source and "\nSTATIC_SIZES = True\n" in source
 
 
 def _device_name(device: str) -> str:

@@ -119,6 +119,7 @@ def render_launcher(
         f"BLOCK_MERGES = {ctx.block_merges}",
         f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
         f"AUTOTUNE = {autotune}",
+        f"STATIC_SIZES = {not spec.size_args}",
         f"KERNEL_DIGEST = {string_literal(digest)}",
         f"WRITTEN = frozenset({written!r})",
         f"CHECKED = ({checked}{',' if ctx.checks else ''})",

@@ -178,6 +178,26 @@ def settle(timeout: float | None = None) -> bool:
         time.sleep(0.005)
 
 
+def ahead(path: Path, name: str) -> Future[str | None] | None:
+    """Queue the heuristic config's compile of the kernel module at `path` (imported as `name`)
+    before this process imports it: the worker imports it and takes the first of its `jobs()`,
+    while this process imports it too. Its Future (None without workers) goes to `attach`."""
+    target_pool = pool()
+    if target_pool is None:
+        return None
+    future = target_pool.submit(_job(path, name, 0), _HEURISTIC)
+    _SUBMITTED.append(future)
+    return future
+
+
+def attach(module: ModuleType, future: Future[str | None] | None) -> None:
+    """Hand the imported module the Future of its heuristic config's compile (from `ahead`),
+    under the key its first launch looks up; a module without jobs leaves it unused."""
+    jobs = module.jobs() if future is not None else []
+    if jobs:
+        module.PRECOMPILED[jobs[0][0]] = future
+
+
 def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -> int:
     """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only), those
     of `ranks` in each module's list (0: its heuristic config; 1 on: its tuning candidates).
@@ -187,23 +207,27 @@ def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -
     target_pool = pool() if work else None
     if target_pool is None:
         return 0
-    target = _target()
+    _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
+    queued = 0
+    for module, path, jobs in work:
+        for rank, (key, _) in list(enumerate(jobs))[ranks]:
+            future = target_pool.submit(_job(path, module.__name__, rank),
+                                        _HEURISTIC if rank == 0 else _CANDIDATE)
+            module.PRECOMPILED[key] = future
+            _SUBMITTED.append(future)
+            queued += 1
+    return queued
+
+
+def _job(path: Path, name: str, rank: int) -> dict[str, Any]:
+    """A worker's job: compile the `rank`-th of the module's `jobs()`, for this process's target
+    and with its Triton settings."""
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
     # A job's compile is only ever loaded: its cubin and metadata are all the cache needs (not
     # the TTIR, TTGIR, LLVM IR and PTX, five files fewer to write per compile). Set it to 0 to
     # keep them for inspection.
     env.setdefault(BINARY_ONLY_ENV, "1")
-    _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
-    queued = 0
-    for module, path, jobs in work:
-        for rank, (key, args) in list(enumerate(jobs))[ranks]:
-            job = {"path": str(path), "module": module.__name__, "args": args, "env": env,
-                   "target": target}
-            future = target_pool.submit(job, _HEURISTIC if rank == 0 else _CANDIDATE)
-            module.PRECOMPILED[key] = future
-            _SUBMITTED.append(future)
-            queued += 1
-    return queued
+    return {"path": str(path), "module": name, "rank": rank, "env": env, "target": _target()}
 
 
 def _write(stream: IO[bytes], obj: object) -> None:
@@ -246,7 +270,9 @@ def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _T
     module = modules.get(job["path"])
     if module is None:
         module = modules[job["path"]] = import_module_file(Path(job["path"]), job["module"])
-    module.warmup(*job["args"])
+    jobs = module.jobs()
+    if job["rank"] < len(jobs):  # else nothing to build ahead (sizes known only at launch)
+        module.warmup(*jobs[job["rank"]][1])
 
 
 @triton.jit  # type: ignore[untyped-decorator]

@@ -116,6 +116,37 @@ def test_gpu_max_min_reduce_nan_in_one_combine(tmp_path: Path, rtype: str) -> No
         torch.testing.assert_close(out, want, equal_nan=True, rtol=0, atol=0)
 
 
+def test_static_sizes_that_blocks_tile_take_constant_masks(tmp_path: Path) -> None:
+    """A kernel of static sizes decides per config whether its blocks tile them: then its masks
+    are the constant True (Triton drops them), else lanes are tested. Both give the answer, on
+    blocks that tile the sizes and on ragged ones, persistent and looped; a kernel with size
+    arguments always tests lanes."""
+    for cols in (32, 48):
+
+        def body(ops: Any, xs: Any, rs: Any, cols: int = cols) -> None:
+            ops.store_reduction("o", xs[0], ops.reduction(
+                torch.float32, torch.float32, "sum", ops.load("a", xs[0] * cols + rs[0])))
+
+        s = spec(f"tiles{cols}", [6], [cols], [("reduce", body)],
+                 [buf("a", torch.float32, "in", 6 * cols), buf("o", torch.float32, "out", 6)])
+        source = cuda_source(tmp_path, s)
+        assert "if 6 % XBLOCK == 0:" in source and f"if {cols} % RBLOCK == 0:" in source
+        path = tmp_path / f"tiles{cols}.py"
+        path.write_text(source)
+        module = import_module_file(path, f"tiles{cols}_flavour")
+        x = torch.randn(6, cols)
+        for xblock, rblock in ((2, 16), (4, 16), (2, 32), (2, 64)):
+            out = torch.full((6,), NAN)
+            module._kernel[(-(-6 // xblock),)](x, out, 6, cols, XBLOCK=xblock, RBLOCK=rblock,
+                                               IDX64=False, PERSISTENT=rblock >= cols)
+            torch.testing.assert_close(out, x.sum(1), rtol=1e-6, atol=1e-5)
+    n = size_symbol("s0")
+    dynamic = spec("ragged", [n], [48], [("reduce", body)],
+                   [buf("a", torch.float32, "in", 48 * n), buf("o", torch.float32, "out", n)],
+                   size_args=[n])
+    assert "% XBLOCK == 0:" not in cuda_source(tmp_path, dynamic)
+
+
 def test_integer_xor_any_and_long_rows(tmp_path: Path) -> None:
     x = torch.randint(-1000, 1000, (3, 5000), dtype=torch.int32)  # > one RBLOCK chunk
     (s,) = _reduce(tmp_path, "sum", x, torch.int32)

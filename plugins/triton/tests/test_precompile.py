@@ -140,6 +140,38 @@ def test_jobs_only_for_static_sizes(tmp_path: Path) -> None:
     assert job[1] == (torch.float32, torch.float32, 4096, 4096) and key[0] == job[0]
 
 
+def test_a_kernels_first_config_is_queued_before_this_process_imports_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`load` queues a static CUDA kernel's heuristic compile as soon as its module file is
+    written (a worker imports it while this process does), then hands the module the Future
+    under its first launch's key; dynamic and interpreted kernels queue nothing ahead."""
+    queued: list[tuple[str, bool]] = []
+
+    def ahead(path: Path, name: str) -> Future[str | None]:
+        queued.append((name, name in sys.modules))
+        return Future()
+
+    monkeypatch.setattr(precompile, "ahead", ahead)
+    monkeypatch.setattr(precompile, "submit", lambda modules, ranks: 0)
+    n = sympy.Symbol("s0", integer=True, positive=True)
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.load("a", x[0]))
+
+    dynamic = spec("dyn_ahead", [n], [], [("outer", body)],
+                   [buf("a", torch.float32, "in", n), buf("o", torch.float32, "out", n)],
+                   size_args=[n])
+    be = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    static = dataclasses.replace(specs()[2], device="cuda")
+    be.load([be.codegen(static), be.codegen(dataclasses.replace(dynamic, device="cuda")),
+             be.codegen(specs()[0])])  # the last on CPU: interpreted
+    ((name, imported),) = queued
+    module = sys.modules[name]
+    assert not imported and module.NAME == "row_sum"
+    assert list(module.PRECOMPILED) == ([module.jobs()[0][0]] if module.DIRECT else [])
+
+
 def test_worker_count_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(precompile.WORKERS_ENV, "3")
     assert precompile.worker_count() == 3
