@@ -101,6 +101,10 @@ class Cache:
         try:
             build(tmp)
             (tmp / KEY_FILE).write_text(_record(canonical, _manifest(tmp)))
+            if self._valid(final, canonical):
+                # Another process built it meanwhile, and may be loading it: keep theirs.
+                self.hits += 1
+                return final
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             try:

@@ -42,6 +42,24 @@ def test_lookup_finds_valid_entries_and_builds_nothing(tmp_path: Path) -> None:
     assert cache.lookup("ns", KEY) is None and build.calls == 1
 
 
+def test_an_entry_built_meanwhile_by_another_process_is_kept(tmp_path: Path) -> None:
+    """Two processes building one entry at once: the second to finish keeps the first's entry
+    (which the first may be importing) instead of replacing it."""
+    ours, theirs = Cache(tmp_path / "c"), Cache(tmp_path / "c")
+    first = Builder("theirs")
+
+    def build(directory: Path) -> None:
+        (directory / "artifact.txt").write_text("ours")
+        entry = theirs.entry("ns", KEY, first)  # finishes while ours is still building
+        kept.append((entry / "artifact.txt").stat().st_ino)
+
+    kept: list[int] = []
+    entry = ours.entry("ns", KEY, build)
+    assert (entry / "artifact.txt").read_text() == "theirs"
+    assert (entry / "artifact.txt").stat().st_ino == kept[0]  # the same file, never replaced
+    assert [p.name for p in (tmp_path / "c" / "ns").iterdir()] == [entry.name]  # no leftovers
+
+
 def test_tampered_key_is_rebuilt_not_loaded(tmp_path: Path) -> None:
     cache, build = Cache(tmp_path / "c"), Builder()
     entry = cache.entry("ns", KEY, build)
