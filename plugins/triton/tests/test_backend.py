@@ -141,14 +141,33 @@ def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
         assert f'KERNEL_DIGEST = "{hashlib.sha256(above.encode()).hexdigest()}"' in text
         paths.append(tmp_path / f"{s.name}.py")
         paths[-1].write_text(text)
-    script = ("import sys; from pathlib import Path; from polyduct.cache import import_module_file\n"
-              "for i, p in enumerate(sys.argv[1:]):\n"
-              "    m = import_module_file(Path(p), f'm{i}')\n"
-              "    print(m._kernel.hash == m.KERNEL_DIGEST, m._kernel.hash)\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # Triton's real JIT
-    out = subprocess.run([sys.executable, "-c", script, *map(str, paths)], env=env,
-                         capture_output=True, text=True, timeout=300, check=True).stdout.split()
+    out = _imported_under_real_jit(paths, "print(m._kernel.hash == m.KERNEL_DIGEST, m._kernel.hash)")
     assert out[0] == out[2] == "True" and out[1] != out[3]
+
+
+def test_jit_finds_each_functions_source_lines_as_inspect_does(tmp_path: Path) -> None:
+    """`launcher.jit` gives Triton a generated function's source lines without the tokenizer:
+    for kernels and their prelude helpers (exp, the NaN-propagating max combine), under Triton's
+    real JIT, the lines and first line number are inspect's."""
+    def exp_body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.exp(ops.load("a", x[0])))
+
+    def max_body(ops: Any, x: Any, r: Any) -> None:
+        ops.store_reduction("o", x[0], ops.reduction(
+            torch.float32, torch.float32, "max", ops.load("a", x[0] * 64 + r[0])))
+
+    paths = []
+    for s in (spec("lines_exp", [7], [], [("outer", exp_body)],
+                   [buf("a", torch.float32, "in", 7), buf("o", torch.float32, "out", 7)]),
+              spec("lines_max", [8], [64], [("reduction", max_body)],
+                   [buf("a", torch.float32, "in", 512), buf("o", torch.float32, "out", 8)])):
+        paths.append(tmp_path / f"{s.name}.py")
+        paths[-1].write_text(cuda_source(tmp_path, s))
+    out = _imported_under_real_jit(paths, (
+        "fns = [f for f in vars(m).values() if isinstance(f, triton.JITFunction)]; "
+        "print(len(fns), all((f.raw_src, f.starting_line_number) == "
+        "inspect.getsourcelines(f.fn) for f in fns))"))
+    assert out[1] == out[3] == "True" and int(out[0]) >= 2 and int(out[2]) >= 2, out
 
 
 def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
@@ -337,6 +356,19 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
     monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
     assert module._static(compiled, 0) == (None, "POLYDUCT_TRITON_LAUNCHER=triton")
     assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
+
+
+def _imported_under_real_jit(paths: list[Path], statement: str) -> list[str]:
+    """The words `statement` prints for each module of `paths` (bound to `m`), imported in a
+    process under Triton's real JIT (without the interpreter)."""
+    script = ("import inspect, sys, triton; from pathlib import Path\n"
+              "from polyduct.cache import import_module_file\n"
+              "for i, p in enumerate(sys.argv[1:]):\n"
+              "    m = import_module_file(Path(p), f'm{i}')\n"
+              f"    {statement}\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", script, *map(str, paths)], env=env,
+                          capture_output=True, text=True, timeout=300, check=True).stdout.split()
 
 
 def _cuda_module(tmp_path: Path, name: str, autotune: bool = True) -> Any:
