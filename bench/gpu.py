@@ -240,17 +240,17 @@ def check() -> list[dict[str, Any]]:
 
 
 def _triton_modules() -> list[Any]:
-    """The polyduct-triton kernel modules loaded in this process: those defining `_configs`,
-    `_BEST` and `_COMPILED` (looked up in their namespace, not through `getattr`, which some
-    modules answer for any name)."""
+    """The polyduct-triton kernel modules the backend loaded in this process: named
+    `polyduct_triton_k_<digest>`, and defining `_configs`, `_BEST` and `_COMPILED` (looked up
+    in their namespace, not through `getattr`, which some modules answer for any name)."""
     import sys
 
-    def ours(module: Any) -> bool:
+    def ours(name: str, module: Any) -> bool:
         names = getattr(module, "__dict__", {})
-        return "_configs" in names and all(
+        return name.startswith("polyduct_triton_k_") and "_configs" in names and all(
             isinstance(names.get(n), dict) for n in ("_BEST", "_COMPILED"))
 
-    return [m for m in list(sys.modules.values()) if ours(m)]
+    return [m for name, m in list(sys.modules.items()) if ours(name, m)]
 
 
 def _tuned_configs() -> list[dict[str, Any]]:

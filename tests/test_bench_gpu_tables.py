@@ -94,6 +94,8 @@ def test_launch_counts_read_only_polyduct_triton_modules(monkeypatch: pytest.Mon
     module.__dict__.update(NAME="k", KIND="pointwise", _configs=lambda xp, rp: [(1024, 1, 4)],
                            _BEST={("cuda", 8, 1, False): (1024, 1, 4)},
                            _COMPILED={"a": ahead, "b": here})
+    for name in [n for n in sys.modules if n.startswith("polyduct_triton_k_")]:
+        monkeypatch.delitem(sys.modules, name)  # kernels other tests in this process loaded
     monkeypatch.setitem(sys.modules, module.__name__, module)
     # torch's op namespaces (in sys.modules too) answer getattr for any name: not counted
     assert gpu._launch_paths() == {"torch": 1, "compiled by workers": 1,
