@@ -4,9 +4,13 @@ Triton compiles one kernel in 0.05-0.8 s of Python, MLIR, LLVM and ptxas; a grap
 would otherwise compile its kernels, and each kernel's tuning candidates, one after another.
 When the backend loads a graph's kernels it hands every (config, specialisation) their first
 launches may compile (`jobs()` of each generated module: known when the sizes are static) to a
-pool of worker processes. A worker compiles through the same `warmup` call as the launch, with
-dtypes in place of tensors and the parent's GPU target, into Triton's on-disk cache; the first
-launch then waits for its job, and its own `warmup` finds the result in the cache. Jobs no
+pool of worker processes: each kernel's heuristic config as soon as its module file is written
+(`ahead`; the worker imports the module and reads its `jobs()` itself), its tuning candidates
+once the graph is loaded (`submit`). A worker compiles through the same `warmup` call as the
+launch, with dtypes in place of tensors and the parent's GPU target, into Triton's on-disk
+cache; the first launch then waits for its job, and its own `warmup` finds the result in the
+cache. A launch never waits for the candidates: they are tuned once compiled (the module's
+runtime), and `settle` waits for every queued job. Jobs no
 worker has started when their launch comes are cancelled and compiled in the launching process,
 so the pool never delays a launch (its workers take 1-2 s to start). Workers never touch the
 GPU: they compile for the target they are told.
