@@ -46,6 +46,11 @@ def default_root() -> Path:
 
 def _secure_dir(path: Path) -> None:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _check_dir(path)
+
+
+def _check_dir(path: Path) -> None:
+    """Refuse an existing cache directory that another user owns or others can write."""
     info = path.stat()
     if info.st_uid != os.getuid():
         raise CacheError(f"cache directory {path} is owned by uid {info.st_uid}, not by this user")
@@ -94,17 +99,14 @@ class Cache:
         _secure_dir(self.root)
         _secure_dir(ns_dir)
         final = ns_dir / digest
-        if self._valid(final, canonical):
-            self.hits += 1
-            return final
+        if (hit := self._hit(final, canonical)) is not None:
+            return hit
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
         try:
             build(tmp)
             (tmp / KEY_FILE).write_text(_record(canonical, _manifest(tmp)))
-            if self._valid(final, canonical):
-                # Another process built it meanwhile, and may be loading it: keep theirs.
-                self.hits += 1
-                return final
+            if (hit := self._hit(final, canonical)) is not None:
+                return hit  # another process built it meanwhile, and may be loading it
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             try:
@@ -118,13 +120,22 @@ class Cache:
         return final
 
     def lookup(self, namespace: str, inputs: Mapping[str, str]) -> Path | None:
-        """The directory of the valid entry for `inputs`, or None: `entry` without building."""
+        """The directory of the valid entry for `inputs`, or None: `entry` without building
+        (nor creating directories; existing ones are checked as `entry` checks them)."""
         digest, canonical = _key(namespace, inputs)
-        final = self.root / namespace / digest
-        if not self._valid(final, canonical):
+        ns_dir = self.root / namespace
+        if not ns_dir.is_dir():
+            return None
+        _check_dir(self.root)
+        _check_dir(ns_dir)
+        return self._hit(ns_dir / digest, canonical)
+
+    def _hit(self, entry: Path, canonical: str) -> Path | None:
+        """`entry` if it holds a valid artifact for `canonical` (counted as a hit), else None."""
+        if not self._valid(entry, canonical):
             return None
         self.hits += 1
-        return final
+        return entry
 
     @staticmethod
     def _valid(entry: Path, canonical: str) -> bool:

@@ -103,6 +103,9 @@ def test_foreign_writable_directory_is_refused(tmp_path: Path) -> None:
     root.chmod(0o777)
     with pytest.raises(CacheError, match="writable by others"):
         Cache(root).entry("ns", KEY, Builder())
+    (root / "ns").mkdir()
+    with pytest.raises(CacheError, match="writable by others"):  # a lookup trusts it no more
+        Cache(root).lookup("ns", KEY)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="changing a directory's owner needs root")
