@@ -10,6 +10,8 @@ ASSERTS, the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of 
 """
 # ruff: noqa: F821 - the names above are the generated module's
 
+import functools
+
 import torch
 import triton
 
@@ -339,30 +341,40 @@ def _device_name(device):
     return torch.cuda.get_device_name(device)
 
 
-def _tuning_inputs(shape_class, tensors):
-    """The tuning cache's key of `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this
-    device: the kernel's module and runtime, the device's name and Triton's version."""
+@functools.cache
+def _module_key():
+    """The SHA-256 of this module's file and of the runtime, read once."""
     import hashlib
 
     with open(__file__, "rb") as src:
-        kernel = hashlib.sha256(src.read() + RUNTIME_DIGEST.encode()).hexdigest()
-    return {"kernel": kernel, "device": _device_name(tensors[0].device),
+        return hashlib.sha256(src.read() + RUNTIME_DIGEST.encode()).hexdigest()
+
+
+def _tuning_inputs(shape_class, tensors):
+    """The tuning cache's key of `shape_class` (pow2 xnumel, pow2 rnumel, idx64) on this
+    device: the kernel's module and runtime, the device's name and Triton's version."""
+    return {"kernel": _module_key(), "device": _device_name(tensors[0].device),
             "triton": triton.__version__, "class": repr(shape_class)}
 
 
-def _remembered(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
-    """The winner an earlier process stored in TUNING_CACHE for `shape_class`, or None; the
+def _stored(entry, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The winner a tuning cache entry holds (the heuristic if it names no candidate); the
     compile jobs of the configs it beat are cancelled."""
     import json
 
-    entry = None if TUNING_CACHE is None else TUNING_CACHE.lookup(
-        "triton-tuning", _tuning_inputs(shape_class, tensors))
-    if entry is None:
-        return None
     best = tuple(json.loads((entry / "config.json").read_text()))
     best = best if best in configs else configs[0]
     _drop_jobs([c for c in configs if c != best], tensors, sizes, xnumel, rnumel, idx64, err)
     return best
+
+
+def _remembered(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
+    """The winner an earlier process stored in TUNING_CACHE for `shape_class`, or None."""
+    entry = None if TUNING_CACHE is None else TUNING_CACHE.lookup(
+        "triton-tuning", _tuning_inputs(shape_class, tensors))
+    if entry is None:
+        return None
+    return _stored(entry, configs, tensors, sizes, xnumel, rnumel, idx64, err)
 
 
 def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
@@ -376,9 +388,8 @@ def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
         best = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
         (tmp / "config.json").write_text(json.dumps(list(best)))
 
-    TUNING_CACHE.entry("triton-tuning", _tuning_inputs(shape_class, tensors), build)
-    shape = (tensors, sizes, xnumel, rnumel, idx64, err)
-    return _remembered(shape_class, configs, *shape) or configs[0]
+    entry = TUNING_CACHE.entry("triton-tuning", _tuning_inputs(shape_class, tensors), build)
+    return _stored(entry, configs, tensors, sizes, xnumel, rnumel, idx64, err)
 
 
 def _candidates(xnumel, rnumel, cuda):
