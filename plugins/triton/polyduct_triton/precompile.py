@@ -189,7 +189,7 @@ def ahead(path: Path, name: str) -> Future[str | None] | None:
     target_pool = pool()
     if target_pool is None:
         return None
-    future = target_pool.submit(_job(path, name, 0), _HEURISTIC)
+    future = target_pool.submit(_job(path, name, 0, _settings()), _HEURISTIC)
     _SUBMITTED.append(future)
     return future
 
@@ -212,10 +212,11 @@ def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -
     if target_pool is None:
         return 0
     _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
+    settings = _settings()
     queued = 0
     for module, path, jobs in work:
         for rank, (key, _) in list(enumerate(jobs))[ranks]:
-            future = target_pool.submit(_job(path, module.__name__, rank),
+            future = target_pool.submit(_job(path, module.__name__, rank, settings),
                                         _HEURISTIC if rank == 0 else _CANDIDATE)
             module.PRECOMPILED[key] = future
             _SUBMITTED.append(future)
@@ -223,15 +224,19 @@ def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -
     return queued
 
 
-def _job(path: Path, name: str, rank: int) -> dict[str, Any]:
-    """A worker's job: compile the `rank`-th of the module's `jobs()`, for this process's target
-    and with its Triton settings."""
+def _settings() -> dict[str, Any]:
+    """What every job of this process compiles with: its `TRITON_*` environment and GPU target."""
     env = {k: v for k, v in os.environ.items() if k.startswith("TRITON_")}
     # A job's compile is only ever loaded: its cubin and metadata are all the cache needs (not
     # the TTIR, TTGIR, LLVM IR and PTX, five files fewer to write per compile). Set it to 0 to
     # keep them for inspection.
     env.setdefault(BINARY_ONLY_ENV, "1")
-    return {"path": str(path), "module": name, "rank": rank, "env": env, "target": _target()}
+    return {"env": env, "target": _target()}
+
+
+def _job(path: Path, name: str, rank: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """A worker's job: compile the `rank`-th of the module's `jobs()` with `settings`."""
+    return {"path": str(path), "module": name, "rank": rank, **settings}
 
 
 def _write(stream: IO[bytes], obj: object) -> None:
