@@ -2,8 +2,9 @@
 # The GPU job, run on a CUDA machine from the repository root: install the core and the Triton and
 # FX plugins into the machine's Python; run the Triton conformance suite on CUDA tensors (split into
 # parallel processes by category and dtype, as compiling is CPU-bound) and the frontend's e2e suite
-# with kernels=triton on CUDA; then bench/gpu.py (correctness checks and the benchmark against eager
-# and Inductor) on a quiet GPU. Results in $OUT. POLYDUCT_GPU_COLD=1 runs the cold first-call
+# with kernels=triton on CUDA; every 16-bit input of the exp family (bench/gpu_exhaustive.py);
+# then bench/gpu.py (correctness checks and the benchmark against eager and Inductor) on a quiet
+# GPU. Results in $OUT. POLYDUCT_GPU_COLD=1 runs the cold first-call
 # table (`bench.gpu --cold`) instead; POLYDUCT_GPU_NO_BENCH=1 stops before bench/gpu.py.
 set -uo pipefail
 OUT=${OUT:-out/gpu}
@@ -56,5 +57,8 @@ fi
 wait
 grep -h "^FAILED" "$OUT"/conformance/*.txt | sort | tee "$OUT/conformance_failed.txt" | head -60
 tar -C "$OUT" -czf "$OUT/conformance.tgz" conformance && rm -rf "$OUT/conformance"
+# every bfloat16 and float16 input of the exp family, against eager (beside Inductor's)
+python3 -m bench.gpu_exhaustive --out "$OUT" > "$OUT/exhaustive.txt" 2>&1
+echo "exhaustive: exit $? $(grep -c '"mismatches": 0,' "$OUT/exhaustive.txt") rows without mismatches"
 [ -n "${POLYDUCT_GPU_NO_BENCH:-}" ] && exit  # the conformance and e2e checks only
 python3 -m bench.gpu --out "$OUT" 2>&1 | tail -40

@@ -309,6 +309,14 @@ class TritonPrimitiveOps(TritonEmitter):
         return self._v(f"{fn}({x})", x.dtype)
 
     def exp(self, x0: V) -> V:
+        if x0.dtype in LOW_PRECISION and not self.ctx.interpret:
+            # A 16-bit float's exp, computed in float32, needs far less than float32's accuracy:
+            # Triton's own exp (ex2.approx of x * log2(e), subnormal results kept) is within
+            # 2**-17 of exp(x) wherever the 16-bit result is finite and nonzero, against a
+            # half-ulp of 2**-9 (bfloat16) or 2**-12 (float16). It is 4 instructions per
+            # element fewer than `_exp_f32`: bfloat16 pointwise3 on the H200 went from 0.131 to
+            # 0.122 ms, Inductor's time (docs/backends/triton.md).
+            return self._v(f"tl.exp({x0})", x0.dtype)
         if compute_tl(x0.dtype) == "tl.float32" and (self.ctx.interpret or _NVIDIA):
             return self._v(f"_exp_f32({x0}, {not self.ctx.interpret})", x0.dtype)
         return self._fn("tl.exp", x0)

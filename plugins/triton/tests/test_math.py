@@ -8,10 +8,13 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from kernels import backend, buf, run, spec
 
 from polyduct.conformance.tolerance import ulp_distance
+from polyduct_triton.codegen import generate
+from polyduct_triton.ops import TritonOps
 
 INF = float("inf")
 
@@ -142,3 +145,19 @@ def test_exp_float32_matches_torch_without_libdevice(tmp_path: Path) -> None:
                                                       buf("out", torch.float32, "out", 8)])
     source = backend(tmp_path).codegen(dataclasses.replace(s, device="cuda")).source
     assert "_exp_f32(" in source and "libdevice.exp" not in source
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_exp_of_16_bit_floats_is_tritons_own_when_compiled(tmp_path: Path, dtype: torch.dtype) -> None:
+    """A 16-bit float's exp is Triton's `tl.exp` in compiled kernels (ex2.approx: its error is
+    far inside a 16-bit half-ulp, and it is cheaper than `_exp_f32`); the interpreter keeps the
+    prelude's helper, whose results the interpreter tests check."""
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("out", x[0], ops.exp(ops.load("a", x[0])))
+
+    s = spec("exp16_src", [8], [], [("outer", body)], [buf("a", dtype, "in", 8),
+                                                        buf("out", dtype, "out", 8)])
+    compiled = generate(dataclasses.replace(s, device="cuda"), TritonOps, interpret=False)
+    assert "tl.exp(" in compiled and "_exp_f32" not in compiled and "libdevice." not in compiled
+    assert "_exp_f32(" in backend(tmp_path).codegen(s).source
