@@ -7,8 +7,9 @@ placed in it passes through `identifier`, every string through `string_literal`.
 from __future__ import annotations
 
 import json
+import keyword
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -25,6 +26,32 @@ def identifier(name: str, prefix: str = "v") -> str:
 def string_literal(text: str) -> str:
     """A double-quoted string literal valid in Python and C/C++ (ASCII-only, escaped)."""
     return json.dumps(text, ensure_ascii=True)
+
+
+class PythonNames:
+    """Names -> unique, valid Python identifiers, none of them `reserved` nor a keyword nor a
+    dunder, in first-use order: the same name always gets the same identifier."""
+
+    def __init__(self, reserved: Iterable[str] = ()) -> None:
+        self._map: dict[str, str] = {}
+        self._used: set[str] = set(reserved)
+
+    def __call__(self, name: str, prefix: str = "v") -> str:
+        if name not in self._map:
+            base = identifier(name, prefix)
+            if keyword.iskeyword(base) or keyword.issoftkeyword(base) or base.startswith("__"):
+                base = f"{prefix}_{base}"
+            self._map[name] = self.fresh(base)
+        return self._map[name]
+
+    def fresh(self, base: str) -> str:
+        """A new identifier (`base`, or `base_N`), unlike every name given out so far."""
+        candidate, n = base, 0
+        while candidate in self._used:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._used.add(candidate)
+        return candidate
 
 
 class IndentedBuffer:

@@ -30,7 +30,7 @@ from typing_extensions import assert_never
 
 from polyduct import __version__
 from polyduct.cache import Cache, default_cache, import_module_file
-from polyduct.codegen import IndentedBuffer, identifier, string_literal
+from polyduct.codegen import IndentedBuffer, PythonNames, string_literal
 from polyduct.errors import InvalidOption, WrapperError
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.wrapper import KernelLoader, WrapperBackend
@@ -58,7 +58,10 @@ from polyduct.wrapper_runtime import (
     OutputMismatch,
     assert_input,
     check_arity,
+    cuda_device,
+    cuda_device_scope,
     empty_strided_cpu,
+    empty_strided_cuda,
     input_guards,
     resolve_op,
 )
@@ -71,31 +74,25 @@ __all__ = [
     "PythonWrapperOptions",
     "assert_input",
     "check_arity",
+    "cuda_device",
+    "cuda_device_scope",
     "empty_strided_cpu",
+    "empty_strided_cuda",
     "input_guards",
     "resolve_op",
 ]
 
 DUMP_ENV = "POLYDUCT_DUMP"
 NAME = "python"
-_RESERVED = frozenset(
-    {
-        "torch",
-        "assert_input",
-        "check_arity",
-        "empty_strided_cpu",
-        "input_guards",
-        "resolve_op",
-        "UNCHECKED",
-        "KernelDefinition",
-        "make_call",
-        "call",
-        "inputs",
-        "kernels",
-        "load_kernels",
-        "KERNEL_DEFINITIONS",
-    }
-) | frozenset(dir(builtins))
+# What generated modules import from here, and every other name they define at module level
+_RUNTIME_NAMES = (
+    "UNCHECKED", "assert_input", "check_arity", "cuda_device", "cuda_device_scope",
+    "empty_strided_cpu", "empty_strided_cuda", "input_guards", "resolve_op",
+)
+_RESERVED = frozenset({
+    "torch", *_RUNTIME_NAMES, "KernelDefinition", "make_call", "call", "inputs", "kernels",
+    "load_kernels", "KERNEL_DEFINITIONS",
+}) | frozenset(dir(builtins))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,37 +118,6 @@ class PythonWrapperOptions:
         return cls(dump=bool(dump), cache=cache)
 
 
-class _Names:
-    """Program names -> unique, valid, non-reserved Python identifiers, in first-use order."""
-
-    def __init__(self) -> None:
-        self._map: dict[str, str] = {}
-        self._used: set[str] = set(_RESERVED)
-
-    def __call__(self, name: str, prefix: str = "v") -> str:
-        if name in self._map:
-            return self._map[name]
-        base = identifier(name, prefix)
-        if keyword.iskeyword(base) or keyword.issoftkeyword(base) or base.startswith("__"):
-            base = f"{prefix}_{base}"
-        candidate, n = base, 0
-        while candidate in self._used:
-            n += 1
-            candidate = f"{base}_{n}"
-        self._used.add(candidate)
-        self._map[name] = candidate
-        return candidate
-
-    def fresh(self, base: str) -> str:
-        """A new identifier for the wrapper's own use, unlike every name given out so far."""
-        candidate, n = base, 0
-        while candidate in self._used:
-            n += 1
-            candidate = f"{base}_{n}"
-        self._used.add(candidate)
-        return candidate
-
-
 class _SizePrinter(PythonIndexPrinter):
     """Size expressions as Python: also `min` / `max` (sympy's Min / Max of sizes)."""
 
@@ -166,10 +132,14 @@ class _SizePrinter(PythonIndexPrinter):
 class _Renderer:
     """Renders one program; `names` keeps identifiers consistent across the module."""
 
-    names: _Names = field(default_factory=_Names)
+    names: PythonNames = field(default_factory=lambda: PythonNames(_RESERVED))
     printer: PythonIndexPrinter = field(default_factory=_SizePrinter)
     externs: dict[str, str] = field(default_factory=dict)  # qualified op -> variable
     guards: list[str] = field(default_factory=list)  # input guard variables of `call`
+    # The CUDA device `call` allocates on, once it has made it current ("cuda:N": see
+    # `_cuda_prologue`; "cuda": whichever is current), allocated through torch's direct allocator
+    # (a third of `torch.empty_strided`'s cost); empty where a program allocates on several.
+    cuda_devices: frozenset[str] = frozenset()
     printed: dict[sympy.Basic, str] = field(default_factory=dict)  # expression -> source
 
     def expr(self, value: object) -> str:
@@ -255,6 +225,8 @@ class _Renderer:
                 shape = f"{self.shape(size)}, {self.shape(stride)}"
                 if device == "cpu":
                     call = f"empty_strided_cpu({shape}, {self.dtype(dtype)})"
+                elif device in self.cuda_devices:  # the current device, once `call` began
+                    call = f"empty_strided_cuda({shape}, {self.dtype(dtype)})"
                 else:
                     where = f"dtype={self.dtype(dtype)}, device={string_literal(device)}"
                     call = f"torch.empty_strided({shape}, {where})"
@@ -375,13 +347,38 @@ def _body_lines(renderer: _Renderer, program: WrapperProgram) -> list[str]:
         lines += renderer.input_checks(run)
     if not any(isinstance(line, GraphOutputs) for line in program.lines):
         lines.append("return []")
+    lines[:0] = _cuda_prologue(renderer)
     if renderer.guards:
         lines.insert(0, f"nonlocal {', '.join(renderer.guards)}")
     return lines
 
 
+def _cuda_devices(program: WrapperProgram) -> frozenset[str]:
+    """The one CUDA device `program` allocates on, if it allocates on exactly one."""
+    devices = {
+        line.device for line in program.lines
+        if isinstance(line, Allocate) and torch.device(line.device).type == "cuda"
+    }
+    return frozenset(devices) if len(devices) == 1 else frozenset()
+
+
+def _cuda_prologue(renderer: _Renderer) -> list[str]:
+    """`call` runs with its program's CUDA device current (kernels launch on the current device,
+    and `empty_strided_cuda` allocates there): where another is current, it calls itself again
+    inside a scope that makes it so. One C call where it is already."""
+    (device,) = renderer.cuda_devices or ("cpu",)
+    index = torch.device(device).index
+    if index is None:
+        return []
+    return [
+        f"if cuda_device() != {int(index)}:",
+        f"    with cuda_device_scope({int(index)}):",
+        "        return call(*inputs)",
+    ]
+
+
 def _render_module(program: WrapperProgram) -> str:
-    renderer = _Renderer()
+    renderer = _Renderer(cuda_devices=_cuda_devices(program))
     kernels = program.kernels()
     kernel_vars = [renderer.names(k.name, "kernel") for k in kernels]
     body = IndentedBuffer()
@@ -416,12 +413,7 @@ _HEADER = [
     "import torch",
     "",
     "from polyduct.python_wrapper import (",
-    "    UNCHECKED,",
-    "    assert_input,",
-    "    check_arity,",
-    "    empty_strided_cpu,",
-    "    input_guards,",
-    "    resolve_op,",
+    *(f"    {name}," for name in _RUNTIME_NAMES),
     ")",
     "from polyduct.wrapper_ir import KernelDefinition",
     "",

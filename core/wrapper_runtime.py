@@ -1,7 +1,7 @@
 """Run-time helpers of the modules the Python wrapper generates (`polyduct.python_wrapper`).
 
 Generated modules import these by name: input and intermediate asserts, the learned input guard,
-CPU allocation, extern op lookup.
+CPU and CUDA allocation, the current CUDA device, extern op lookup.
 """
 
 from __future__ import annotations
@@ -134,17 +134,37 @@ class _RepeatsGuard:
         return self._guard.check(*[tensors[i] for i in self._distinct])
 
 
-def _empty_strided_cpu_eager(
-    size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype
-) -> torch.Tensor:
-    return torch.empty_strided(size, stride, dtype=dtype, device="cpu")
+Allocator = Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], torch.Tensor]
 
 
-empty_strided_cpu: Callable[[tuple[int, ...], tuple[int, ...], torch.dtype], torch.Tensor] = (
-    getattr(_GUARDS, "_empty_strided_cpu", None) or _empty_strided_cpu_eager
-)
-"""An uninitialised CPU tensor: torch's direct allocator (a third of `torch.empty_strided`'s cost,
-no argument parsing or dispatch), or `torch.empty_strided` where torch does not have it."""
+def _direct_allocator(device: str) -> Allocator:
+    """torch's direct allocator for `device` (a third of `torch.empty_strided`'s cost: no argument
+    parsing or dispatch), or `torch.empty_strided` where torch does not have it."""
+    direct: Allocator | None = getattr(_GUARDS, f"_empty_strided_{device}", None)
+    if direct is not None:
+        return direct
+
+    def allocate(size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+    return allocate
+
+
+empty_strided_cpu: Allocator = _direct_allocator("cpu")
+"""An uninitialised CPU tensor."""
+empty_strided_cuda: Allocator = _direct_allocator("cuda")
+"""An uninitialised tensor on the current CUDA device (a generated `call` first makes its
+program's device the current one: `cuda_device`)."""
+
+
+def cuda_device() -> int:
+    """The index of the current CUDA device (one C call where torch has it)."""
+    get = getattr(torch._C, "_cuda_getDevice", None)
+    return int(get()) if get is not None else torch.cuda.current_device()
+
+
+cuda_device_scope = torch.cuda.device
+"""`with cuda_device_scope(index):` runs a generated `call` with its program's device current."""
 
 
 def resolve_op(qualified: str) -> Any:

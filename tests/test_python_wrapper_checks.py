@@ -3,6 +3,8 @@ inline test for inputs with size symbols, and the full `assert_input` whenever e
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,7 +36,7 @@ S0 = sympy.Symbol("s0", integer=True, positive=True)
 I = sympy.Integer
 
 
-def add_program() -> WrapperProgram:
+def add_program(device: str = "cpu") -> WrapperProgram:
     """out = x + y, x of static layout (4, 1) and y with a size symbol (s0, 3)."""
     return WrapperProgram(
         (
@@ -42,7 +44,7 @@ def add_program() -> WrapperProgram:
             SizeDef("s0", "y", "size", 0),
             InputAssert("x", (I(4), I(1)), (I(1), I(1)), torch.float32),
             InputAssert("y", (S0, I(3)), (I(3), I(1)), torch.float32),
-            Allocate("out", (I(4), I(3)), (I(3), I(1)), torch.float32, "cpu"),
+            Allocate("out", (I(4), I(3)), (I(3), I(1)), torch.float32, device),
             ExternCall("aten.add.out", (Ref("x"), Ref("y")), (), result="out", out="out"),
             GraphOutputs(("out",)),
         )
@@ -63,6 +65,45 @@ def test_rendered_checks_are_deterministic_and_guarded(wrapper: PythonWrapper) -
     assert "input_guard = input_guards(x)" in source
     assert "y.shape == (s0, 3)" in source
     assert "out = empty_strided_cpu((4, 3), (3, 1), torch.float32)" in source
+
+
+def test_a_cuda_program_runs_with_its_device_current_and_allocates_directly(
+    wrapper: PythonWrapper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program on "cuda:1" allocates through torch's direct allocator on the current device,
+    and its `call` first makes cuda:1 current where another device is (the CUDA parts are
+    simulated: the program's extern op runs on CPU tensors)."""
+    source = wrapper.render(add_program("cuda:1"))
+    assert "out = empty_strided_cuda((4, 3), (3, 1), torch.float32)" in source
+    assert "if cuda_device() != 1:\n            with cuda_device_scope(1):" in source
+    fn = wrapper.build(add_program("cuda:1"), load_fresh(PluginOptions()).kernel_loader())
+    current, scopes, allocated = [0], [], []
+
+    @contextlib.contextmanager
+    def scope(index: int) -> Iterator[None]:
+        scopes.append(index)
+        before, current[0] = current[0], index
+        try:
+            yield
+        finally:
+            current[0] = before
+
+    def allocate(size: tuple[int, ...], stride: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        allocated.append(current[0])
+        return torch.empty_strided(size, stride, dtype=dtype)
+
+    monkeypatch.setattr(fn.module, "cuda_device", lambda: current[0])
+    monkeypatch.setattr(fn.module, "cuda_device_scope", scope)
+    monkeypatch.setattr(fn.module, "empty_strided_cuda", allocate)
+    x, y = torch.randn(4, 1), torch.randn(4, 3)
+    torch.testing.assert_close(fn(x, y)[0], x + y)
+    assert (scopes, allocated, current) == ([1], [1], [0])
+    current[0] = 1  # already current: no scope
+    torch.testing.assert_close(fn(x, y)[0], x + y)
+    assert (scopes, allocated) == ([1], [1, 1])
+
+    plain = wrapper.render(add_program("cuda"))  # whichever device is current
+    assert "out = empty_strided_cuda(" in plain and "cuda_device()" not in plain.split("def call")[1]
 
 
 def test_guarded_checks_still_reject_and_name_the_input(wrapper: PythonWrapper) -> None:

@@ -148,6 +148,7 @@ def render_launcher(
     asserts = ", ".join(
         f"{c.slot}: {string_literal(c.message)}" for c in ctx.checks if c.message is not None
     )
+    shape = f"_shape({', '.join(sizes)})" if sizes else "_SHAPE"
     lines = [
         f"KIND = {string_literal(spec.kind)}",
         f"HEAVY = {body_lines > HEAVY_LINES}",
@@ -169,6 +170,7 @@ def render_launcher(
         f"    xnumel = int({_py(ctx, product(spec.ranges))})",
         f"    rnumel = int({_py(ctx, product(spec.reduction_ranges))})",
         f"    return xnumel, rnumel, max([{', '.join(numels)}, xnumel * max(rnumel, 1)]) >= 2**31 - 1",
+        *(["", "", "_SHAPE = _shape()  # static sizes: computed once"] if not sizes else []),
         "",
         "",
         "def jobs():",
@@ -177,7 +179,7 @@ def render_launcher(
         "",
         "",
         f"def launch({', '.join(tensors + sizes)}):",
-        f"    xnumel, rnumel, idx64 = _shape({', '.join(sizes)})",
+        f"    xnumel, rnumel, idx64 = {shape}",
         "    if xnumel <= 0:",
         "        return",
         f"    tensors = ({', '.join(_arg(b.dtype, t, ctx.interpret) for b, t in pairs)}{',' if tensors else ''})",

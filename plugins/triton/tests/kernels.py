@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import sympy
 import torch
 
-from polyduct.cache import Cache
+from polyduct.cache import Cache, import_module_file
 from polyduct.kernel import Body, KernelBuffer, KernelSpec, Stage
 from polyduct_triton import TritonBackend, TritonOptions
 
@@ -54,3 +55,20 @@ def run(tmp: Path, s: KernelSpec, *args: torch.Tensor | int) -> str:
     fn = be.load([src])[s.name]
     fn(*args)
     return src.source
+
+
+def copy_spec(name: str) -> KernelSpec:
+    """o = abs(a) over 7 float32 elements."""
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.abs(ops.load("a", x[0])))
+
+    a = torch.randn(7)
+    return spec(name, [7], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
+
+
+def cuda_module(tmp: Path, name: str, autotune: bool = True) -> Any:
+    """The generated module of `copy_spec(name)` for CUDA tensors, imported (nothing compiles)."""
+    be = TritonBackend(TritonOptions(autotune=autotune, cache=Cache(tmp)))
+    path = tmp / f"{name}.py"
+    path.write_text(be.codegen(dataclasses.replace(copy_spec(name), device="cuda")).source)
+    return import_module_file(path, name)
