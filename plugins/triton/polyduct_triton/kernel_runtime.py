@@ -70,14 +70,14 @@ def _dedup(configs):
 def _configs(xnumel, rnumel):
     """Candidate (XBLOCK, RBLOCK, num_warps) for this kernel kind and shape, heuristic first.
 
-    On GPUs the elements each thread holds follow the kernel's widest element type (ITEMSIZE
-    bytes): a pointwise thread holds 8 bytes of it (float32: 2 elements, bfloat16: 4), 16 in
-    LIGHT kernels of 16-bit or narrower types (short bodies, memory-bound: 16-byte loads ran
-    bfloat16's pointwise3 2-5% faster; float32 ran alike at 8 and 16 bytes); a persistent
-    reduction row 32 bytes. Measured on the H200 (bench/triton_configs.py, docs/backends/
-    triton.md): in long kernels more elements per thread run no faster and cost Triton more to
-    compile (the 30-op chain: 2.0 s at 8 float32 elements per thread, 0.47 s at 2, with a faster
-    kernel).
+    On GPUs a pointwise thread holds 8 bytes of the kernel's widest type (ITEMSIZE bytes; float32:
+    2 elements), 16 in LIGHT kernels of 16-bit or narrower types (short, memory-bound: 16-byte
+    loads ran bfloat16's pointwise3 2-5% faster; float32 ran alike at 8 and 16), 8 bytes of
+    32-bit values in longer kernels of narrower types (which compute in float32); a persistent
+    reduction row 32 bytes. In long kernels more elements per thread run no faster and cost
+    Triton more to compile (H200, bench/triton_configs.py: the 30-op chain took 2.0 s at 8
+    float32 elements per thread, 0.47 s at 2, with a faster kernel; in bfloat16, for sm_90 on
+    the 2-core CPU, 2.1 s at 4 elements and 0.66 s at 2).
     """
     xp, rp = _pow2(xnumel), _pow2(rnumel)
     if KIND == "pointwise":
@@ -86,7 +86,8 @@ def _configs(xnumel, rnumel):
         if HEAVY:  # one element per thread: compile time grows with elements per thread
             xb = min(128, xp)
             return [(xb, 1, max(1, min(4, xb // 32)))]
-        per_thread = max(1, min(8, (16 if LIGHT and ITEMSIZE <= 2 else 8) // ITEMSIZE))
+        width = ITEMSIZE if LIGHT else max(ITEMSIZE, 4)  # longer bodies compute in 32 bits
+        per_thread = max(1, min(8, (16 if LIGHT and ITEMSIZE <= 2 else 8) // width))
         xb = min(1024, 512 * per_thread)
 
         def fit(xb, warps):  # small problems: a smaller block, no more warps than it fills
