@@ -288,6 +288,8 @@ def main() -> None:
                         choices=COLD_VARIANTS, help="with --cold: these compilers only")
     parser.add_argument("--cold-repeats", type=int, default=1,
                         help="with --cold: fresh processes per workload and compiler (median)")
+    parser.add_argument("--cold-dtypes", nargs="*", default=["float32"],
+                        choices=["float32", "bfloat16"], help="with --cold: these dtypes")
     parser.add_argument("--profile", action="store_true",
                         help="with --cold: a cProfile summary of each first call")
     parser.add_argument("--workloads", nargs="*", help="only these workloads (default: all)")
@@ -308,7 +310,7 @@ def main() -> None:
     if args.cold:
         extra = tuple(n for n in COLD_EXTRA if not args.workloads or n in args.workloads)
         cold_compile(args.out, args.profile, tuple(args.cold_variants), extra,
-                     args.cold_repeats)
+                     args.cold_repeats, tuple(args.cold_dtypes))
         return
     if not args.no_check:
         (args.out / "gpu_check.json").write_text(json.dumps(check(), indent=1))

@@ -96,7 +96,7 @@ PHASE_KEYS = ("phases", "calls", "dynamo", "background_s", "tuning_call_s")
 
 def cold_compile(
     out: Path, profile: bool = False, compilers: tuple[str, ...] = COLD_VARIANTS,
-    extra: tuple[str, ...] = COLD_EXTRA, repeats: int = 1,
+    extra: tuple[str, ...] = COLD_EXTRA, repeats: int = 1, dtypes: tuple[str, ...] = ("float32",),
 ) -> list[dict[str, Any]]:
     """First-call time of each workload and compiler, each in a fresh process whose Inductor,
     Triton and polyduct cache directories start empty (`compile_s` in the main table runs in
@@ -111,8 +111,7 @@ def cold_compile(
     import statistics
 
     rows = []
-    dtype = "float32"
-    for name in (*WORKLOADS, *extra):
+    for dtype, name in ((d, n) for d in dtypes for n in (*WORKLOADS, *extra)):
         row: dict[str, Any] = {"workload": name, "dtype": dtype}
         runs: dict[str, list[float]] = {v: [] for v in compilers}
         compiles: dict[str, list[float]] = {v: [] for v in compilers}
@@ -184,11 +183,11 @@ def _cold_table(rows: list[dict[str, Any]]) -> str:
     head = [f"first call s {v}" for v in variants]
     head += [f"compile s {v}" for v in compilers]
     head += [f"compile {v} / inductor" for v in ours]
-    lines = ["| workload | " + " | ".join(head) + " |", "|---|" + "---:|" * len(head)]
+    lines = ["| workload | dtype | " + " | ".join(head) + " |", "|---|---|" + "---:|" * len(head)]
     for row in rows:
         compile_s = {v: row.get(f"{v}_compile") for v in compilers}
         cells = [cell(row.get(v)) for v in variants]
         cells += [cell(s) for s in compile_s.values()]
         cells += [ratio(compile_s[v], compile_s.get("inductor")) for v in ours]
-        lines.append(f"| {row['workload']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {row['workload']} | {row['dtype']} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -16,19 +16,19 @@ from bench.gpu_cold import _cold_table
 
 def test_cold_table_compares_compile_seconds_with_inductors() -> None:
     rows = [
-        {"workload": "softmax", "dynamo-aot": 0.25, "inductor": 1.25, "polyduct": 0.75,
+        {"workload": "softmax", "dtype": "float32", "dynamo-aot": 0.25, "inductor": 1.25, "polyduct": 0.75,
          "polyduct-notune": 0.45, "inductor_compile": 1.0, "polyduct_compile": 0.5,
          "polyduct-notune_compile": 0.2},
-        {"workload": "chain30", "inductor": 7.0, "inductor_compile": 6.0},  # polyduct failed
+        {"workload": "chain30", "dtype": "bfloat16", "inductor": 7.0, "inductor_compile": 6.0},  # polyduct failed
     ]
     head, rule, softmax, chain = _cold_table(rows).splitlines()
     assert head.count("|") == rule.count("|")
     cells = [c.strip() for c in softmax.split("|")[1:-1]]
     # first calls, compile seconds, compile ratios
-    assert cells == ["softmax", "0.25", "1.25", "0.75", "0.45", "1.00", "0.50", "0.20",
+    assert cells == ["softmax", "float32", "0.25", "1.25", "0.75", "0.45", "1.00", "0.50", "0.20",
                      "0.50", "0.20"]
     cells = [c.strip() for c in chain.split("|")[1:-1]]
-    assert cells == ["chain30", "-", "7.00", "-", "-", "6.00", "-", "-", "-", "-"]
+    assert cells == ["chain30", "bfloat16", "-", "7.00", "-", "-", "6.00", "-", "-", "-", "-"]
 
 
 def test_cold_compile_runs_round_robin_and_takes_medians(
