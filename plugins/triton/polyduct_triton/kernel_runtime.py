@@ -40,14 +40,12 @@ def _cuda_options():
 
 CUDA_OPTIONS = {} if INTERPRET else _cuda_options()
 # HEAVY kernels (long bodies, e.g. many fused special functions) take small blocks: Triton's
-# generated code, and its compile time, grow with the elements each thread holds.
-# Autotuning is bounded: problems below TUNE_MIN_NUMEL elements take the heuristic config (the
-# first candidate) without compiling the others; larger ones time at most MAX_CONFIGS candidates
-# for about TUNE_BUDGET_MS each (_time_ms), once per (device, pow2 xnumel, pow2 rnumel, idx64).
+# code, and its compile time, grow with the elements each thread holds. Autotuning is bounded:
+# problems below TUNE_MIN_NUMEL elements take the heuristic config (the first candidate); larger
+# ones time at most MAX_CONFIGS candidates for about TUNE_BUDGET_MS each (_time_ms), once per
+# (device, pow2 xnumel, pow2 rnumel, idx64). The heuristic is timed first: a kernel it runs in
+# under TUNE_MIN_MS keeps it, the others never compiled (0.1-0.8 s each, to save microseconds).
 TUNE_MIN_NUMEL = 1 << 20
-# The heuristic config is benchmarked first: a kernel it runs in under TUNE_MIN_MS keeps it, and
-# the other candidates are never compiled (each compile costs 0.1-0.8 s; a better config could
-# save a few microseconds per call there).
 TUNE_MIN_MS = 0.05
 TUNE_BUDGET_MS = 2.0
 MAX_CONFIGS = 3
@@ -138,11 +136,11 @@ def _configs(xnumel, rnumel):
 # compiled kernel's own launcher, which takes every bound argument, constexprs included.
 DIRECT = not INTERPRET and hasattr(triton, "knobs")
 _COMPILED = {}
-# Launches whose config is final (no tuning pending), by (device, sizes): (launch function,
-# grid, constexprs). A launch of known sizes whose tensors are all 16-byte aligned (Triton's
-# other specialisation) calls it directly, skipping config choice and specialisation: 1.2 us of
-# Python instead of 3.8 (on the 2-core CPU: row_sum's module, the GPU mocked).
-_READY = {}
+# Launches whose config is final (no tuning pending), by (device, sizes), READY_MAX sizes at most:
+# (launch function, grid, constexprs). A launch of known sizes whose tensors are all 16-byte
+# aligned (Triton's other specialisation) calls it directly, skipping config choice and
+# specialisation: 1.2 us of Python instead of 3.8 (2-core CPU, row_sum's module, GPU mocked).
+_READY, READY_MAX = {}, 4096
 # Set by the backend after import: (config, idx64, persistent, specialisation) -> the Future of
 # that compile in a worker process (polyduct_triton.precompile), awaited by its first launch.
 PRECOMPILED = {}
@@ -485,6 +483,8 @@ def _run(tensors, sizes, xnumel, rnumel, idx64, err):
             text = src.read()
         raise KernelCompileError("triton", NAME, __file__, f"{exc}\n--- source ---\n{text}") from exc
     if DIRECT and not _PENDING and _aligned(tensors, err):  # no tuning left to run
+        if len(_READY) >= READY_MAX:
+            _READY.clear()
         _READY[device, sizes] = ready
 
 

@@ -240,3 +240,8 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
     module.launch(a[:7], o)
     module.launch(a[:7], o)
     assert len(picked) == 5 and not module._READY
+
+    module._PENDING.clear()
+    module.READY_MAX, module._READY[0, (5,)] = 1, None  # full (many dynamic sizes): start again
+    module.launch(a[:7], o)
+    assert list(module._READY) == [(0, ())] and len(picked) == 6
