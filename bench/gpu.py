@@ -164,7 +164,7 @@ def _ratio(times: dict[str, float], base: str) -> str:
 def _table(results: list[dict[str, Any]]) -> str:
     head = ("| workload | dtype | eager ms | inductor ms | polyduct ms | vs eager | vs inductor "
             "| polyduct BW/copy | inductor BW/copy | kernel ms inductor / polyduct "
-            "| inductor compile s | polyduct compile s |")
+            "| inductor first call s | polyduct first call s |")
     lines = [head, "|" + "---|" * 12]
     for r in results:
         t, c, bw = r["times_ms"], r["compile_s"], r["bandwidth_fraction_of_copy"]
