@@ -138,8 +138,8 @@ class _Renderer:
     guards: list[str] = field(default_factory=list)  # input guard variables of `call`
     # The CUDA device `call` allocates on, once it has made it current ("cuda:N": see
     # `_cuda_prologue`; "cuda": whichever is current), allocated through torch's direct allocator
-    # (a third of `torch.empty_strided`'s cost); empty where a program allocates on several.
-    cuda_devices: frozenset[str] = frozenset()
+    # (a third of `torch.empty_strided`'s cost); None where a program allocates on several.
+    cuda_device: str | None = None
     printed: dict[sympy.Basic, str] = field(default_factory=dict)  # expression -> source
 
     def expr(self, value: object) -> str:
@@ -225,7 +225,7 @@ class _Renderer:
                 shape = f"{self.shape(size)}, {self.shape(stride)}"
                 if device == "cpu":
                     call = f"empty_strided_cpu({shape}, {self.dtype(dtype)})"
-                elif device in self.cuda_devices:  # the current device, once `call` began
+                elif device == self.cuda_device:  # the current device, once `call` began
                     call = f"empty_strided_cuda({shape}, {self.dtype(dtype)})"
                 else:
                     where = f"dtype={self.dtype(dtype)}, device={string_literal(device)}"
@@ -353,21 +353,20 @@ def _body_lines(renderer: _Renderer, program: WrapperProgram) -> list[str]:
     return lines
 
 
-def _cuda_devices(program: WrapperProgram) -> frozenset[str]:
+def _cuda_device(program: WrapperProgram) -> str | None:
     """The one CUDA device `program` allocates on, if it allocates on exactly one."""
     devices = {
         line.device for line in program.lines
         if isinstance(line, Allocate) and torch.device(line.device).type == "cuda"
     }
-    return frozenset(devices) if len(devices) == 1 else frozenset()
+    return devices.pop() if len(devices) == 1 else None
 
 
 def _cuda_prologue(renderer: _Renderer) -> list[str]:
     """`call` runs with its program's CUDA device current (kernels launch on the current device,
     and `empty_strided_cuda` allocates there): where another is current, it calls itself again
     inside a scope that makes it so. One C call where it is already."""
-    (device,) = renderer.cuda_devices or ("cpu",)
-    index = torch.device(device).index
+    index = None if renderer.cuda_device is None else torch.device(renderer.cuda_device).index
     if index is None:
         return []
     return [
@@ -378,7 +377,7 @@ def _cuda_prologue(renderer: _Renderer) -> list[str]:
 
 
 def _render_module(program: WrapperProgram) -> str:
-    renderer = _Renderer(cuda_devices=_cuda_devices(program))
+    renderer = _Renderer(cuda_device=_cuda_device(program))
     kernels = program.kernels()
     kernel_vars = [renderer.names(k.name, "kernel") for k in kernels]
     body = IndentedBuffer()
