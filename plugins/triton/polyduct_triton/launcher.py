@@ -123,7 +123,7 @@ def _static_jobs(spec: KernelSpec, ctx: KernelContext) -> list[str]:
         return ["    return []"]
     dtypes = [str(b.dtype) for b in spec.args]
     err = ", torch.int64" if ctx.checks else ""  # the index-check flags
-    return ["    xnumel, rnumel, idx64 = _shape()",
+    return ["    xnumel, rnumel, idx64 = _SHAPE",
             f"    args = ({''.join(d + ', ' for d in dtypes)}xnumel, rnumel{err})",
             "    return _jobs(args, xnumel, rnumel, idx64)"]
 
