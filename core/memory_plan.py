@@ -47,6 +47,8 @@ from polyduct.wrapper_ir import (
 def _refs(value: Constant) -> Iterable[str]:
     if isinstance(value, Ref):
         yield value.name
+    elif isinstance(value, sympy.Basic):
+        yield from _expr_names((value,))
     elif isinstance(value, tuple):
         for item in value:
             yield from _refs(item)
@@ -158,6 +160,7 @@ class _Storage:
 
 def _aliases(lines: tuple[Line, ...], uses: Uses = names_used) -> _Storage:
     storage = _Storage()
+    sizes = {line.symbol for line in lines if isinstance(line, SizeDef)}  # never storage
     for line in lines:
         match line:
             case Allocate(name=name):
@@ -172,7 +175,7 @@ def _aliases(lines: tuple[Line, ...], uses: Uses = names_used) -> _Storage:
             case ExternCall(result=result, out=out) if result and result != out:
                 storage.parent.setdefault(result, result)
                 # an out= call returns `out`; otherwise the result may view any tensor argument
-                for arg in {out} if out is not None else uses(line):
+                for arg in {out} if out is not None else uses(line) - sizes:
                     storage.join(result, arg)
     return storage
 

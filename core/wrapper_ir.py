@@ -27,8 +27,11 @@ class Ref:
 
 
 Constant: TypeAlias = (
-    "None | bool | int | float | str | torch.dtype | torch.device | Ref | tuple[Constant, ...]"
+    "None | bool | int | float | str | torch.dtype | torch.device | Ref | sympy.Expr"
+    " | tuple[Constant, ...]"
 )
+"""An extern-call argument. A `sympy.Expr` is a size expression over size symbols (`64*s0`),
+evaluated where the call runs."""
 
 
 @dataclass(frozen=True, slots=True)

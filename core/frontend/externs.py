@@ -107,16 +107,19 @@ def _restride(graph: IRGraph, value: StorageView) -> StorageView:
 
 def restrided(layout: Layout) -> bool:
     """Whether an extern result of this (promised) layout is copied into it afterwards: the
-    library's own result may have other strides, so only the copy is held to the layout."""
-    return not layout.is_contiguous() and _plain_layout(layout)
+    library's own result may have other strides, so only the copy is held to the layout.
+    Symbolic layouts (`64*s0` strides under dynamic shapes) are held to it as static ones are."""
+    return not layout.is_contiguous()
 
 
 def _sizes(values: Sequence[sympy.Expr]) -> tuple[Any, ...]:
-    return tuple(int(v) if v.is_Integer else Ref(str(v)) for v in values)
+    return tuple(_size(v) for v in values)
 
 
-def _plain_layout(layout: Layout) -> bool:
-    return all(v.is_Integer or v.is_Symbol for v in (*layout.size, *layout.stride))
+def _size(value: sympy.Expr) -> Any:
+    if value.is_Integer:
+        return int(value)
+    return Ref(str(value)) if value.is_Symbol else value
 
 
 def _constant(
@@ -129,9 +132,7 @@ def _constant(
     if isinstance(value, sympy.Expr):
         if value.is_Integer:
             return int(value)
-        if value.is_Symbol:
-            return Ref(str(value))
-        raise LoweringError(op, node.name, f"size expression {value} as an extern argument")
+        return _size(value)
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
     if isinstance(value, torch.device):

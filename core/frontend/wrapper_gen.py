@@ -100,7 +100,8 @@ def build_program(
 ) -> WrapperProgram:
     """The Wrapper IR of one compiled graph."""
     lines: list[Line] = [GraphInputs(tuple(graph.inputs))]
-    lines += _size_defs(graph, int_inputs)
+    size_defs = _size_defs(graph, int_inputs)
+    lines += size_defs
     lines += _input_asserts(graph, int_inputs)
     device = next((b.layout.device for b in graph.buffers.values()), "cpu")
     lines += _seed_lines(seeds, device)
@@ -126,7 +127,8 @@ def build_program(
             body += _debug_asserts(graph, written, item.spec.name)
     outputs, out_lines = _outputs(graph)
     body += out_lines
-    lines += _with_frees(body, set(outputs) | set(graph.inputs))
+    symbols = {line.symbol for line in size_defs if isinstance(line, SizeDef)}  # not buffers
+    lines += _with_frees(body, set(outputs) | set(graph.inputs) | symbols)
     lines.append(GraphOutputs(tuple(outputs)))
     return WrapperProgram(tuple(lines))
 

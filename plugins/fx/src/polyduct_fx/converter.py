@@ -160,6 +160,8 @@ class FxConverter:
         """An extern-call argument as an FX argument (references become nodes)."""
         if isinstance(value, Ref):
             return self.value(value.name)
+        if isinstance(value, sympy.Basic):
+            return self.sym.emit(value)
         if isinstance(value, tuple):
             return [self.constant(v) for v in value]
         return value

@@ -1,0 +1,43 @@
+"""Library calls under dynamic shapes: results held to the layout their fake tensor promised."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .helpers import assert_same, compile_fn
+
+
+def _attention(x: torch.Tensor, mask: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """GPT-2's attention shape: the query a transposed view of a computed value, so polyduct
+    materialises it contiguously, and the library then returns another layout than the traced
+    (transposed) query gave its fake result."""
+    b, n, _ = x.shape
+    q = (x + 1).view(b, n, 4, 16).transpose(1, 2)
+    o = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    return o.transpose(1, 2).reshape(b * n, 64) @ w
+
+
+def test_extern_result_restrided_with_symbolic_strides(
+    backends: tuple[str, str], device: str
+) -> None:
+    compiled, graphs = compile_fn(_attention, backends, dynamic=True)
+    w = torch.randn(64, 64, device=device)
+    for n in (8, 13, 5):
+        x = torch.randn(2, n, 64, device=device)
+        mask = torch.randn(2, 1, n, n, device=device)
+        assert_same(compiled(x, mask, w), _attention(x, mask, w), atol=1e-4, rtol=1e-4)
+    assert len(graphs) == 1, "one dynamic compile serves every length"
+
+
+def test_size_symbol_outlives_extern_argument(backends: tuple[str, str], device: str) -> None:
+    """A size symbol passed to a library call is not a buffer: it is never freed after it."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_strided((x.shape[0], 3), (1, x.shape[0]), device=x.device).fill_(2.0)
+        return (x + 1) * y.sum() + x.shape[0]
+
+    compiled, _ = compile_fn(fn, backends, dynamic=True)
+    for n in (4, 9):
+        x = torch.randn(n, 3, device=device)
+        assert_same(compiled(x), fn(x))
