@@ -1,0 +1,37 @@
+"""Patterns taken from real models (transformers) that the synthetic e2e programs missed."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .helpers import check
+
+
+def _t5_bias(n: int, w: torch.Tensor) -> torch.Tensor:
+    """T5's relative position bias: bucketed distances (log-spaced far buckets) gathered from an
+    embedding and permuted to (1, heads, n, n); costly enough to be computed into a buffer."""
+    pos = torch.arange(n, device=w.device)
+    rel = pos[None, :] - pos[:, None]
+    far = 4 + (torch.log(rel.abs().float() / 4) / math.log(16 / 4) * 4).to(torch.long)
+    far = torch.min(far, torch.full_like(far, 7))
+    bucket = (rel > 0).long() * 8 + torch.where(rel.abs() < 4, rel.abs(), far)
+    return w[bucket].permute(2, 0, 1).unsqueeze(0)
+
+
+def test_buffer_written_and_reread_in_one_kernel_is_allocated(
+    backends: tuple[str, str], device: str
+) -> None:
+    """The bias is stored by one member of a fused kernel, read back (forwarded) by the next
+    (its contiguous copy) and read again by a later kernel: the kernel writes it, so the wrapper
+    must allocate it (it was taken for an input: `UnboundLocalError` in the wrapper)."""
+
+    def fn(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        bias = _t5_bias(q.shape[2], w)
+        a = F.scaled_dot_product_attention(q, q, q, attn_mask=bias.contiguous())
+        return F.scaled_dot_product_attention(a, a, a, attn_mask=bias.contiguous())
+
+    q, w = torch.randn(2, 4, 10, 16, device=device), torch.randn(16, 4, device=device)
+    check(fn, backends, q, w, atol=1e-4, rtol=1e-4)
