@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .helpers import check
+from .helpers import assert_same, check, compile_fn
 
 
 def _t5_bias(n: int, w: torch.Tensor) -> torch.Tensor:
@@ -35,3 +35,24 @@ def test_buffer_written_and_reread_in_one_kernel_is_allocated(
 
     q, w = torch.randn(2, 4, 10, 16, device=device), torch.randn(16, 4, device=device)
     check(fn, backends, q, w, atol=1e-4, rtol=1e-4)
+
+
+def test_saved_expanded_value_keeps_stride_zero(backends: tuple[str, str], device: str) -> None:
+    """BERT's `token_type_ids`: zeros made in the graph and expanded over the batch feed an
+    embedding; the forward saves the expanded indices for backward (stride 0 along the batch),
+    and the backward graph asserts that layout (it got a materialised copy before)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 8).to(device)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        ids = torch.zeros(1, x.shape[1], dtype=torch.long, device=x.device) + 3
+        return (emb(ids.expand(x.shape[0], -1)) * x[..., None]).sin().sum()
+
+    x = torch.randn(4, 6, device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x).backward()
+    got = emb.weight.grad.clone()
+    emb.zero_grad()
+    fn(x).backward()
+    assert_same(got, emb.weight.grad, atol=1e-5)
+    assert len(graphs) == 2, "expected a forward and a backward graph"
