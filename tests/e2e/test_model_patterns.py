@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
+
+from polyduct.frontend.compile import compile_exported
 
 from .helpers import assert_same, check, compile_fn
 
@@ -56,3 +59,40 @@ def test_saved_expanded_value_keeps_stride_zero(backends: tuple[str, str], devic
     fn(x).backward()
     assert_same(got, emb.weight.grad, atol=1e-5)
     assert len(graphs) == 2, "expected a forward and a backward graph"
+
+
+class _Keywords(torch.nn.Module):
+    """A model called with keyword arguments (as transformers models are), returning a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, scale: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        h = self.emb(input_ids) * attention_mask[..., None] * scale
+        return {"hidden": h, "pooled": h.mean(1)}
+
+
+def test_export_takes_the_keyword_arguments_it_was_exported_with(
+    backends: tuple[str, str], device: str
+) -> None:
+    model = _Keywords().to(device)
+    kw = {
+        "input_ids": torch.randint(0, 20, (2, 5), device=device),
+        "attention_mask": torch.randint(0, 2, (2, 5), device=device),
+    }
+    scale = torch.randn(8, device=device)
+    kernels, wrapper = backends
+    run = compile_exported(
+        torch.export.export(model, (), {**kw, "scale": scale}),
+        {"kernels": kernels, "wrapper": wrapper},
+    )
+    with torch.no_grad():
+        want = model(**kw, scale=scale)
+        got = run(scale=scale, attention_mask=kw["attention_mask"], input_ids=kw["input_ids"])
+        assert set(got) == {"hidden", "pooled"}
+        assert_same([got["hidden"], got["pooled"]], [want["hidden"], want["pooled"]])
+    with pytest.raises(TypeError, match="attention_mask"):
+        run(input_ids=kw["input_ids"], scale=scale)
