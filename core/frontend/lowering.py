@@ -442,10 +442,10 @@ def _dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
     if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
         # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
         # and recompile it for every size); only row-major layouts are recognised here.
-        size = [sym_expr(v) for v in shape]
+        sizes = [sym_expr(v) for v in shape]
         return all(
             sympy.simplify(sym_expr(a) - b) == 0
-            for a, b in zip(stride, contiguous_strides(size), strict=True)
+            for a, b in zip(stride, contiguous_strides(sizes), strict=True)
         )
     try:
         dims = sorted(range(len(shape)), key=lambda d: int(stride[d]))
