@@ -7,6 +7,7 @@ strides are not what its fake tensor promised is copied into the promised layout
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -66,10 +67,23 @@ def extern_call(
             graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
         )
     )
+    used = _used_elements(node, len(values))
     return tuple(
-        None if v is None else _restride(graph, StorageView(v, graph.buffers[v].layout))
-        for v in values
+        None
+        if v is None
+        else StorageView(v, graph.buffers[v].layout)
+        if i not in used  # nothing reads it: never copied into its promised layout
+        else _restride(graph, StorageView(v, graph.buffers[v].layout))
+        for i, v in enumerate(values)
     )
+
+
+def _used_elements(node: torch.fx.Node, count: int) -> set[int]:
+    """Which elements of a tuple result the graph reads (all, unless only `getitem` reads it)."""
+    indices = [user.args[1] for user in node.users if user.target is operator.getitem]
+    if len(indices) == len(node.users) and all(isinstance(i, int) for i in indices):
+        return {i for i in indices if isinstance(i, int)}
+    return set(range(count))
 
 
 def _restride(graph: IRGraph, value: StorageView) -> StorageView:

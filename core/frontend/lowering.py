@@ -102,6 +102,31 @@ class LoweringContext:
         return len(self.seeds) - 1
 
 
+VIEW_OPS = frozenset(
+    f"aten.{op}"
+    for op in (
+        "view.default",
+        "_unsafe_view.default",
+        "reshape.default",
+        "permute.default",
+        "transpose.int",
+        "t.default",
+        "expand.default",
+        "unsqueeze.default",
+        "squeeze.dim",
+        "squeeze.dims",
+        "squeeze.default",
+        "slice.Tensor",
+        "select.int",
+        "alias.default",
+    )
+)
+"""Ops whose result is a view of their input: no kernel, so a value's readers are theirs."""
+
+LIBRARY_OPERANDS = frozenset({"aten.addmm.default"})
+"""Ops with a lowering that still hands their tensor operands to a library call (`addmm`'s
+product is `mm`), so those operands are read from memory, like an extern call's."""
+
 INLINE_BUDGET = 64
 """Largest inlined expression (in ops) a lazy value may carry before it is computed into a buffer."""
 
@@ -136,8 +161,13 @@ class GraphLowering:
             # several outputs view this value: compute it once so they alias one buffer, as in eager
             if node in shared and isinstance(value, Lazy):
                 value = self._output(value, node.meta.get("val"))
-            # a costly value read by several users is computed once instead of re-inlined
-            if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
+            # a costly value read by several users is computed once instead of re-inlined; so is
+            # one a library call reads anyway: its other users read that memory, not recompute
+            if (
+                isinstance(value, Lazy)
+                and len(node.users) > 1
+                and (value.cost > self.realize_cost or self._feeds_library_call(node))
+            ):
                 value = self.graph.realize(value)
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
             # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
@@ -146,6 +176,24 @@ class GraphLowering:
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)
         return self.graph
+
+    def _feeds_library_call(self, node: torch.fx.Node) -> bool:
+        """Whether a user of `node`, seen through views, has no lowering (an extern call, which
+        reads its arguments from memory: `h` of `x + h` read by `addmm(b, h.view(-1, d), w)`)."""
+        stack, seen = list(node.users), set()
+        while stack:
+            user = stack.pop()
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            if user.target is operator.getitem or op_name(user.target) in VIEW_OPS:
+                stack.extend(user.users)
+            elif (
+                op_name(user.target) in LIBRARY_OPERANDS
+                or op_name(user.target) not in self.lowerings
+            ):
+                return True
+        return False
 
     def _get_attr(self, node: torch.fx.Node) -> Any:
         """A tensor constant of the module: a trailing graph input bound at call time."""

@@ -96,3 +96,17 @@ def test_export_takes_the_keyword_arguments_it_was_exported_with(
         assert_same([got["hidden"], got["pooled"]], [want["hidden"], want["pooled"]])
     with pytest.raises(TypeError, match="attention_mask"):
         run(input_ids=kw["input_ids"], scale=scale)
+
+
+def test_sliding_window_slice_under_dynamic_shapes(backends: tuple[str, str], device: str) -> None:
+    """Mistral's sliding window keeps the last `window` positions: under dynamic shapes the
+    slice starts at `Max(0, s0 - window)`, an index expression every kernel must print."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        start = max(0, x.shape[1] - 5)
+        return (x[:, start:] * 2).sin()
+
+    compiled, _ = compile_fn(fn, backends, dynamic=True)
+    for n in (9, 12, 3):
+        x = torch.randn(2, n, 4, device=device)
+        assert_same(compiled(x), fn(x))
