@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from polyduct.frontend.compile import compile_exported
+from polyduct.frontend.compile import compile_exported, kernel_contents
 
 from .helpers import assert_same, check, compile_fn
 
@@ -110,3 +110,32 @@ def test_sliding_window_slice_under_dynamic_shapes(backends: tuple[str, str], de
     for n in (9, 12, 3):
         x = torch.randn(2, n, 4, device=device)
         assert_same(compiled(x), fn(x))
+
+
+def _padding_causal_mask(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """transformers' mask functions: a padding mask indexed by `arange` coordinates."""
+    n, length = mask.shape
+    b = torch.arange(n, device=mask.device)[:, None, None]
+    q = torch.arange(length, device=mask.device)[None, :, None]
+    k = torch.arange(length, device=mask.device)[None, None, :]
+    keep = mask[b, k + 0].bool() & (k <= q)
+    return torch.where(keep, x, torch.finfo(x.dtype).min)
+
+
+def test_arange_index_addresses_memory_directly(backends: tuple[str, str], device: str) -> None:
+    """An index tensor that is an affine function of its coordinates, provably in range, is
+    read at those coordinates: no indirect load, no bounds check (each costs per element)."""
+    mask = torch.randint(0, 2, (3, 10), device=device)
+    x = torch.randn(3, 10, 10, device=device)
+    graphs = check(_padding_causal_mask, backends, mask, x)
+    used = set().union(*(kernel_contents(s)[1] for g in graphs for s in g.specs))
+    assert "indirect_indexing" not in used, used
+
+
+def test_arange_index_out_of_range_is_still_checked(backends: tuple[str, str], device: str) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x[torch.arange(x.shape[0], device=x.device) + 1] * 2
+
+    compiled, _ = compile_fn(fn, backends)
+    with pytest.raises(Exception, match="(?i)index"):
+        compiled(torch.randn(5, device=device))
