@@ -333,7 +333,9 @@ def _flat_inputs(in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     positional and keyword arguments `torch.export` saw (keywords in any order)."""
     if in_spec is None:
         if kwargs:
-            raise TypeError(f"this exported program takes no keyword arguments, got {sorted(kwargs)}")
+            raise TypeError(
+                f"this exported program takes no keyword arguments, got {sorted(kwargs)}"
+            )
         return list(args)
     want_args, want_kwargs = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
     if set(kwargs) != set(want_kwargs) or len(args) != len(want_args):

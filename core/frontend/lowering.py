@@ -11,7 +11,7 @@ fusion (`barriers`) or tag what it computes with its name (`ORIGINS`, for kernel
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -23,8 +23,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call
-from polyduct.frontend.sizes import meta_layout, sym_expr
-from polyduct.indexing import contiguous_strides
+from polyduct.frontend.sizes import broadcast_of_dense, eager_layout, meta_layout, sym_expr
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -168,11 +167,11 @@ class GraphLowering:
                 and len(node.users) > 1
                 and (value.cost > self.realize_cost or self._feeds_library_call(node))
             ):
-                value = self.graph.realize(value)
+                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
             # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
             if isinstance(value, Lazy) and value.cost > INLINE_BUDGET:
-                value = self.graph.realize(value)
+                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)
         return self.graph
@@ -273,13 +272,12 @@ class GraphLowering:
     def _output(self, value: Any, meta: Any) -> Any:
         if not isinstance(value, Lazy):
             return value
-        if isinstance(meta, torch.Tensor) and _non_overlapping(meta):
+        layout = eager_layout(value, meta)
+        if layout is not None:
             # outputs get eager's strides (gaps included): backward graphs assert the strides they
             # were traced with
-            layout = meta_layout(meta)
-            layout = Layout(value.size, layout.stride, sympy.Integer(0), value.dtype, value.device)
             return self.graph.realize_as(value, layout)
-        if isinstance(meta, torch.Tensor) and _broadcast_of_dense(meta):
+        if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
             return self._broadcast_output(value, meta_layout(meta).stride)
         return self.graph.realize(value)
 
@@ -465,49 +463,6 @@ def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
         if isinstance(val, torch.Tensor) and val.device.type != "cpu":
             return val.device
     return None
-
-
-def _broadcast_of_dense(val: torch.Tensor) -> bool:
-    """Stride 0 along some dims (an expanded view), non-overlapping along the others."""
-    stride = val.stride()
-    zero = [isinstance(st, int) and st == 0 and val.shape[d] != 1 for d, st in enumerate(stride)]
-    if not any(zero):
-        return False
-    keep = [d for d in range(val.dim()) if not zero[d]]
-    return _dense([val.shape[d] for d in keep], [stride[d] for d in keep])
-
-
-def _non_overlapping(val: torch.Tensor) -> bool:
-    """No two elements share memory: a permutation of a contiguous layout, possibly with gaps.
-
-    Gaps arise when a saved activation is a view into a wider buffer (q of a fused qkv
-    projection): the backward graph was traced with those strides and asserts them.
-    """
-    return _dense(list(val.shape), list(val.stride()))
-
-
-def _dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
-    if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
-        # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
-        # and recompile it for every size); only row-major layouts are recognised here.
-        sizes = [sym_expr(v) for v in shape]
-        return all(
-            sympy.simplify(sym_expr(a) - b) == 0
-            for a, b in zip(stride, contiguous_strides(sizes), strict=True)
-        )
-    try:
-        dims = sorted(range(len(shape)), key=lambda d: int(stride[d]))
-        expected = 1
-        for d in dims:
-            size, step = int(shape[d]), int(stride[d])
-            if size == 1:
-                continue
-            if step < expected:
-                return False
-            expected = step * size
-        return True
-    except (TypeError, ValueError, RuntimeError):
-        return False  # symbolic strides: keep the row-major default
 
 
 def _convert(tree: Any) -> Any:

@@ -139,3 +139,28 @@ def test_arange_index_out_of_range_is_still_checked(backends: tuple[str, str], d
     compiled, _ = compile_fn(fn, backends)
     with pytest.raises(Exception, match="(?i)index"):
         compiled(torch.randn(5, device=device))
+
+
+def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:
+    """Llama's rotary embedding is pointwise on a transposed view, so eager's result is
+    transposed too; attention saves it for backward, whose graph asserts those strides. A
+    computed library-call argument takes eager's strides (it was made row-major)."""
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(32, 96).to(device)
+
+    def fn(x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = proj(x).view(b, n, 3, 4, 8).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q, k = q * cos + q.flip(-1), k * cos - k.flip(-1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).sum()
+
+    x = torch.randn(2, 6, 32, device=device)
+    cos = torch.randn(6, 8, device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x, cos).backward()
+    got = [p.grad.clone() for p in proj.parameters()]
+    proj.zero_grad()
+    fn(x, cos).backward()
+    assert_same(got, [p.grad for p in proj.parameters()], atol=1e-4)
+    assert len(graphs) == 2, "expected a forward and a backward graph"
