@@ -7,7 +7,9 @@
   a file holding it (kernels are written to `<cache>/output_code/<wrapper digest>/` when the
   artifact is on).
 
-torch reads `TORCH_LOGS` when it is imported, before polyduct can register anything, so
+polyduct uses torch's `output_code` artifact rather than registering one of its own: torch reads
+`TORCH_LOGS` when it is imported, and an artifact name it does not know yet makes `import torch`
+fail. For the same reason
 `register_with_torch` applies the setting to polyduct's loggers afterwards, the way torch's
 `_init_logs` does for its own. `torch._logging.set_logs(output_code=True)` works as well.
 """
@@ -35,10 +37,17 @@ def register_with_torch() -> logging.Logger:
 
     tl.register_log("polyduct", ["polyduct"])
     artifact = tl.getArtifactLogger("polyduct", OUTPUT_CODE)
-    parent_handled = any(tl._is_torch_handler(h) for h in LOG.handlers)
-    if tl.log_state.is_artifact_enabled(OUTPUT_CODE) and not parent_handled:
+    # Private helpers of torch._logging (torch 2.1 to 2.13): without them the artifact still
+    # logs wherever "polyduct" or the root logger has a handler.
+    is_torch_handler = getattr(tl, "_is_torch_handler", None)
+    setup_handlers = getattr(tl, "_setup_handlers", None)
+    state = getattr(tl, "log_state", None)
+    if is_torch_handler is None or setup_handlers is None or state is None:
+        return artifact
+    parent_handled = any(is_torch_handler(h) for h in LOG.handlers)
+    if state.is_artifact_enabled(OUTPUT_CODE) and not parent_handled:
         # TORCH_LOGS named the artifact but not "polyduct": give the artifact torch's handler
-        tl._setup_handlers(logging.StreamHandler, artifact)
+        setup_handlers(logging.StreamHandler, artifact)
         artifact.propagate = False
     return artifact
 
