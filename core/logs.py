@@ -9,9 +9,8 @@
 
 polyduct uses torch's `output_code` artifact rather than registering one of its own: torch reads
 `TORCH_LOGS` when it is imported, and an artifact name it does not know yet makes `import torch`
-fail. For the same reason
-`register_with_torch` applies the setting to polyduct's loggers afterwards, the way torch's
-`_init_logs` does for its own. `torch._logging.set_logs(output_code=True)` works as well.
+fail. Since polyduct registers only after that, `register_with_torch` applies the setting to
+polyduct's loggers itself, the way torch's `_init_logs` does for its own. `torch._logging.set_logs(output_code=True)` works as well.
 """
 
 from __future__ import annotations
