@@ -11,6 +11,7 @@ PY=${PYTHON:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/polyduct-install.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 quiet=(-q --disable-pip-version-check)
+no_compile=(--no-compile)  # bytecode is compiled on import, for what is imported
 
 echo "install test: wheels"
 # The build tools come from the development environment (.venv); the wheels hold only the sources.
@@ -21,7 +22,8 @@ rm -rf build plugins/*/build  # setuptools' staging directories, not wanted in t
 echo "install test: fresh environment (wheels built in ${SECONDS}s)"
 "$PY" -m venv "$work/venv"
 echo "torch==2.13.0" > "$work/constraints.txt"
-"$work/venv/bin/python" -m pip install "${quiet[@]}" -c "$work/constraints.txt" "$work"/dist/*.whl
+"$work/venv/bin/python" -m pip install "${quiet[@]}" "${no_compile[@]}" -c "$work/constraints.txt" \
+    "$work"/dist/*.whl
 bin=$work/venv/bin
 echo "install test: installed with declared dependencies in ${SECONDS}s"
 mkdir "$work/elsewhere"
@@ -35,7 +37,7 @@ cd "$work/elsewhere"  # nothing from the repository is importable from here
 "$bin/python" "$root/scripts/install_check.py"
 
 echo "install test: the pytest plugin, from a directory of its own"
-"$bin/python" -m pip install "${quiet[@]}" -c "$work/constraints.txt" "pytest>=8"
+"$bin/python" -m pip install "${quiet[@]}" "${no_compile[@]}" -c "$work/constraints.txt" "pytest>=8"
 mkdir "$work/mybackend" && cd "$work/mybackend"
 mkdir tests && echo 'pytest_plugins = ["polyduct.conformance.plugin"]' > tests/conftest.py
 "$bin/python" -m pytest -q -p no:cacheprovider tests --polyduct-backend=cpp \
