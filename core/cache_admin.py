@@ -155,20 +155,22 @@ def prune(
 
 
 def auto_prune(root: Path | None = None, environ: Mapping[str, str] | None = None) -> None:
-    """Prune to the size cap at most once per hour (a stamp file records the last run)."""
+    """Prune to the size cap at most once per hour (a stamp file records the last run).
+
+    Never fails a compile: a cache that is not this user's, or that changes under the scan, is
+    left as it is.
+    """
     root = default_root() if root is None else root
     stamp = root / STAMP
     try:
-        if time.time() - stamp.stat().st_mtime < AUTO_PRUNE_EVERY:
+        if root.stat().st_uid != os.getuid():
+            return  # the cache refuses such a directory itself; not ours to prune
+        if stamp.exists() and time.time() - stamp.stat().st_mtime < AUTO_PRUNE_EVERY:
             return
-    except OSError:
-        if not root.is_dir():
-            return  # no cache yet: nothing to prune
-    try:
         stamp.touch()
+        prune(root, max_size(environ))
     except OSError:
-        return
-    prune(root, max_size(environ))
+        return  # no cache yet, or another process is changing it
 
 
 def _human(size: float) -> str:
