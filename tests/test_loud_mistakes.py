@@ -89,6 +89,7 @@ def test_plugin_load_failure_is_warned_about_at_torch_compile(
     make_dist: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_dist("polyduct-broken", "raise RuntimeError('no compiler here')\n")
+    monkeypatch.delenv("POLYDUCT_STRICT_PLUGINS", raising=False)  # CI makes failures fatal
     monkeypatch.setattr(plugins, "_LOADED", {})
     torch._dynamo.reset()
     with pytest.warns(UserWarning, match="polyduct-broken.*failed to load.*no compiler here"):
