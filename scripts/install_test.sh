@@ -6,6 +6,7 @@
 # repository. An import that a distribution does not declare fails here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export TRITON_INTERPRET=1  # the Triton backend runs on this CPU under its interpreter
 root=$PWD
 PY=${PYTHON:-python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/polyduct-install.XXXXXX")
