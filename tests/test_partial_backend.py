@@ -34,19 +34,27 @@ def test_the_docs_backend_has_twelve_ops_and_registers(tiny: Any) -> None:
 
 
 def test_conformance_passes_what_it_has_and_skips_the_rest(tiny: Any) -> None:
-    ops = "^(add|exp|mul|sin|maximum|graph\\.views|graph\\.pointwise_fusion)$"
+    """Every op and graph case (two dtypes keep it short): nothing fails, the twelve ops pass,
+    and every other cell is skipped with the reason its backend declared."""
     report = run_backend(
-        "tiny", tiny.TinyBackend(), plugins.load().wrapper_backend("python"), Selection(ops=ops)
+        "tiny",
+        tiny.TinyBackend(),
+        plugins.load().wrapper_backend("python"),
+        Selection(dtypes=("float32", "int64")),
     )
-    status = {key: cell.status for key, cell in report.cells.items()}
-    assert report.counts()["failed"] == 0, report.cells
-    assert status[("exp", "float32")] == status[("add", "int64")] == "passed"
-    assert status[("sin", "float32")] == "skipped"
-    assert "declared unsupported" in report.cells[("sin", "float32")].reason
+    cells = report.cells.values()
+    assert report.counts()["failed"] == 0, [c.reason for c in cells if c.status == "failed"]
+    passed = {c.op for c in cells if c.status == "passed"}
+    assert passed <= {*tiny.TINY_OPS, "graph.views"}, passed
+    assert {"exp", "add", "maximum", "graph.views"} <= passed
+    skipped = [c for c in cells if c.status == "skipped"]
+    assert len(skipped) > 150  # 135 ops declared unsupported, most in both dtypes
+    assert all(c.reason.startswith("declared unsupported") for c in skipped), {
+        c.reason for c in skipped if not c.reason.startswith("declared unsupported")
+    }
     fusion = report.cells[("graph.pointwise_fusion", "float32")]
     assert fusion.status == "skipped"
     assert "declares" in fusion.reason and "sin" in fusion.reason and "ran on" in fusion.reason
-    assert status[("graph.views", "float32")] == "passed"
 
 
 def _program(
