@@ -20,6 +20,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from polyduct import plugins as plugin_mod
+from polyduct.errors import UnsupportedOp
 from polyduct.frontend import (
     lowerings_index,
     lowerings_matmul,
@@ -42,13 +43,14 @@ from polyduct.frontend.wrapper_gen import build_program
 from polyduct.handlers.count import OpCounter
 from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
+from polyduct.logs import log_output_code
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
 from polyduct.python_wrapper import CompiledModule
 from polyduct.wrapper_ir import WrapperProgram
 
 LOG = logging.getLogger("polyduct.frontend")
-"""Logs each compiled graph's kernel count and extern fallbacks (with why) at INFO."""
+"""The pipeline of each compiled graph at INFO (`TORCH_LOGS="polyduct"`, see polyduct.logs)."""
 
 
 def core_lowerings() -> dict[str, LoweringFn]:
@@ -131,12 +133,17 @@ def compile_graph(
     wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
     lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
     graph = lowering.run(gm)
+    title = f"{graph_name} graph {graph_index}"
+    LOG.info("%s: lowered %d FX nodes to %d IR nodes", title, len(gm.graph.nodes), len(graph.nodes))
     total_outputs = len(graph.outputs)
     constants = _take_constant_outputs(graph)
     planned = plan(graph, _schedule_segments(graph, lowering.barriers))
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
     backend_opts = {kernels: dict(options.kernel_options) if kernels == default_kernels else {}}
-    sources = _codegen(specs, resolver, kernels, plugins, backend_opts)
+    sources = _codegen(specs, resolver, kernels, plugins, backend_opts, lowering.report)
+    LOG.info(
+        "%s: %d kernels (%s); wrapper %s", title, len(specs), _by_backend(sources), wrapper_name
+    )
     int_inputs = {k: v for k, v in lowering.int_inputs.items() if isinstance(v, sympy.Expr)}
     program = build_program(
         graph, planned, sources, int_inputs, lowering.seeds, options.debug_asserts
@@ -153,16 +160,19 @@ def compile_graph(
     compiled = CompiledGraph(
         specs, sources, program, lowering.report, fn, source, graph_name, graph_index
     )
-    LOG.info(
-        "%s graph %d: %d kernels; extern calls:\n%s",
-        graph_name,
-        graph_index,
-        compiled.kernel_count,
-        lowering.report,
-    )
+    LOG.info("%s: %d kernels; extern calls:\n%s", title, compiled.kernel_count, lowering.report)
+    log_output_code(title, source, getattr(built, "path", None), sources.values())
     if options.observer is not None:
         options.observer(compiled)
     return compiled
+
+
+def _by_backend(sources: Mapping[str, KernelSource]) -> str:
+    """`cpp: 3, reference: 1` for the log."""
+    counts: dict[str, int] = {}
+    for source in sources.values():
+        counts[source.backend] = counts.get(source.backend, 0) + 1
+    return ", ".join(f"{name}: {n}" for name, n in sorted(counts.items())) or "none"
 
 
 def _schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> list[Item]:
@@ -188,6 +198,7 @@ def _codegen(
     default: str,
     plugins: Any,
     backend_opts: dict[str, dict[str, Any]],
+    report: FallbackReport,
 ) -> dict[str, KernelSource]:
     """Each kernel's source, from the backend a scoped override picks for it (or `default`)."""
     instances: dict[str, KernelBackend] = {}
@@ -196,7 +207,7 @@ def _codegen(
         if spec.name in sources:  # a structurally identical kernel (kernel_plan): same source
             continue
         name = resolver.kernel_backend(*kernel_contents(spec)) if resolver.chain else None
-        name = name or default
+        name = _supporting(spec, name or default, plugins, report)
         if name not in instances:
             backend_opts.setdefault(name, {})
             instances[name] = plugins.kernel_backend(name, backend_opts[name])
@@ -205,6 +216,28 @@ def _codegen(
 
 
 AUTO_KERNELS = {"cuda": ("triton", "reference"), "cpu": ("cpp", "reference")}
+
+
+def _supporting(spec: KernelSpec, name: str, plugins: Any, report: FallbackReport) -> str:
+    """`name`, or when that backend declares an op of `spec` unsupported, another installed backend
+    for the kernel's device that supports them all (the device's default first, the reference
+    backend last), recorded in `report`. A backend can so be built one op at a time."""
+    declared = plugins.kernel_backends.get(name).backend_cls.caps.unsupported
+    if not declared:
+        return name
+    uses = kernel_contents(spec)[1]
+    needed = sorted(uses & set(declared))
+    if not needed:
+        return name
+    installed = plugins.kernel_backends.names()
+    preferred = [n for n in AUTO_KERNELS.get(spec.device, ()) if n in installed]
+    other: str
+    for other in [*preferred, *sorted(installed)]:
+        caps = plugins.kernel_backends.get(other).backend_cls.caps
+        if spec.device in caps.devices and not uses & set(caps.unsupported):
+            report.add_kernel(spec.name, name, needed, other)
+            return other
+    raise UnsupportedOp(needed[0], name, f"no installed backend supports {needed}", spec.name)
 
 
 def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: str) -> str:

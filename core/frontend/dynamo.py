@@ -18,8 +18,10 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct import plugins as plugin_mod
+from polyduct.cache_admin import auto_prune
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
+from polyduct.frontend.entry_checks import check_arguments, warn_load_errors
 from polyduct.frontend.options import FrontendOptions
 from polyduct.overrides import kept_whole, matches, scope_from_set
 
@@ -30,10 +32,16 @@ def polyduct_backend(
     options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Callable[..., Any]:
-    """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers."""
+    """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers.
+
+    `kwargs` holds what torch.compile passes besides `options`: only `mode` (entry_checks.MODES).
+    """
+    check_arguments(kwargs)
     opts = FrontendOptions.from_mapping(options)
     plugins = plugin_mod.load()
+    warn_load_errors(plugins.errors)
     opts.validate(plugins)
+    auto_prune()
 
     position = itertools.count()
 

@@ -40,16 +40,24 @@ class FallbackReport:
     """Which aten ops ran as extern calls, and why (no lowering, or the lowering's reason)."""
 
     entries: list[tuple[str, str]] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)  # kernels run on another kernel backend
 
     def add(self, op: str, reason: str) -> None:
         self.entries.append((op, reason))
+
+    def add_kernel(self, kernel: str, backend: str, ops: list[str], fallback: str) -> None:
+        """Kernel `kernel` runs on `fallback`: `backend` declares `ops` unsupported."""
+        self.kernels.append(
+            f"kernel {kernel}: {backend} declares {', '.join(ops)} unsupported; ran on {fallback}"
+        )
 
     def ops(self) -> list[str]:
         """Distinct fallback op names, sorted."""
         return sorted({op for op, _ in self.entries})
 
     def __str__(self) -> str:
-        return "\n".join(f"{op}: {why}" for op, why in self.entries) or "no fallbacks"
+        lines = [f"{op}: {why}" for op, why in self.entries] + self.kernels
+        return "\n".join(lines) or "no fallbacks"
 
 
 def op_name(target: Any) -> str:
