@@ -17,6 +17,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from polyduct import plugins as plugin_mod
 from polyduct.frontend import (
@@ -308,25 +309,39 @@ def compile_exported(
         if spec.kind == OutputKind.USER_INPUT_MUTATION
     ]
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
-    if user_out == [0] and len(sig.output_specs) == 1 and all(v is None for v in lifted):
-        fn = compiled.fn  # inputs pass straight through and one output comes back: no remapping
+    in_spec, out_spec = exported.call_spec.in_spec, exported.call_spec.out_spec
 
-        def run_plain(*user_inputs: Any) -> Any:
-            return fn(*user_inputs)[0]
-
-        run_plain.compiled = compiled  # type: ignore[attr-defined]
-        return run_plain
-
-    def run(*user_inputs: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        user_inputs = _flat_inputs(in_spec, args, kwargs)
         it = iter(user_inputs)
-        args = [next(it) if v is None else v for v in lifted]
-        outs = compiled(*args)
+        outs = compiled(*[next(it) if v is None else v for v in lifted])
         for i, target in mutated:
             ep.state_dict[target].copy_(outs[i])
         for i, pos in inputs_mutated:  # x.add_(y) on a user input: write the result back
             user_inputs[pos].copy_(outs[i])
         results = [outs[i] for i in user_out]
+        if out_spec is not None:
+            return pytree.tree_unflatten(results, out_spec)
         return results[0] if len(results) == 1 else tuple(results)
 
     run.compiled = compiled  # type: ignore[attr-defined]
     return run
+
+
+def _flat_inputs(in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The user inputs of an exported program, flattened as it was exported: called with the
+    positional and keyword arguments `torch.export` saw (keywords in any order)."""
+    if in_spec is None:
+        if kwargs:
+            raise TypeError(f"this exported program takes no keyword arguments, got {sorted(kwargs)}")
+        return list(args)
+    want_args, want_kwargs = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
+    if set(kwargs) != set(want_kwargs) or len(args) != len(want_args):
+        raise TypeError(
+            f"the exported program takes {len(want_args)} positional and keyword arguments "
+            f"{sorted(want_kwargs)}; got {len(args)} positional and {sorted(kwargs)}"
+        )
+    flat, spec = pytree.tree_flatten((tuple(args), {k: kwargs[k] for k in want_kwargs}))
+    if spec != in_spec:
+        raise TypeError(f"inputs are not structured as the exported program's: {spec} != {in_spec}")
+    return flat

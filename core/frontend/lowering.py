@@ -11,7 +11,7 @@ fusion (`barriers`) or tag what it computes with its name (`ORIGINS`, for kernel
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -231,7 +231,22 @@ class GraphLowering:
             layout = meta_layout(meta)
             layout = Layout(value.size, layout.stride, sympy.Integer(0), value.dtype, value.device)
             return self.graph.realize_as(value, layout)
+        if isinstance(meta, torch.Tensor) and _broadcast_of_dense(meta):
+            return self._broadcast_output(value, meta_layout(meta).stride)
         return self.graph.realize(value)
+
+    def _broadcast_output(self, value: Lazy, stride: tuple[sympy.Expr, ...]) -> StorageView:
+        """An output eager returns expanded (stride 0 along broadcast dims, as `token_type_ids`
+        expanded over the batch): computed once at index 0 of those dims and returned with
+        eager's strides, which the backward graph asserts."""
+        size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
+        fn = value.fn
+        base = Lazy(size, value.dtype, value.device, fn, value.cost)
+        stored = self.graph.realize_as(
+            base, Layout(size, stride, sympy.Integer(0), value.dtype, value.device)
+        )
+        layout = Layout(value.size, stride, sympy.Integer(0), value.dtype, value.device)
+        return StorageView(stored.buffer, layout)
 
     def _args(self, tree: Any) -> Any:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)
@@ -404,30 +419,44 @@ def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
     return None
 
 
+def _broadcast_of_dense(val: torch.Tensor) -> bool:
+    """Stride 0 along some dims (an expanded view), non-overlapping along the others."""
+    stride = val.stride()
+    zero = [isinstance(st, int) and st == 0 and val.shape[d] != 1 for d, st in enumerate(stride)]
+    if not any(zero):
+        return False
+    keep = [d for d in range(val.dim()) if not zero[d]]
+    return _dense([val.shape[d] for d in keep], [stride[d] for d in keep])
+
+
 def _non_overlapping(val: torch.Tensor) -> bool:
     """No two elements share memory: a permutation of a contiguous layout, possibly with gaps.
 
     Gaps arise when a saved activation is a view into a wider buffer (q of a fused qkv
     projection): the backward graph was traced with those strides and asserts them.
     """
-    if any(isinstance(v, torch.SymInt) for v in (*val.shape, *val.stride())):
+    return _dense(list(val.shape), list(val.stride()))
+
+
+def _dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
+    if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
         # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
         # and recompile it for every size); only row-major layouts are recognised here.
-        layout = meta_layout(val)
+        sizes = [sym_expr(v) for v in shape]
         return all(
-            sympy.simplify(a - b) == 0
-            for a, b in zip(layout.stride, contiguous_strides(layout.size), strict=True)
+            sympy.simplify(sym_expr(a) - b) == 0
+            for a, b in zip(stride, contiguous_strides(sizes), strict=True)
         )
     try:
-        dims = sorted(range(val.dim()), key=lambda d: int(val.stride()[d]))
+        dims = sorted(range(len(shape)), key=lambda d: int(stride[d]))
         expected = 1
         for d in dims:
-            size, stride = int(val.shape[d]), int(val.stride()[d])
+            size, step = int(shape[d]), int(stride[d])
             if size == 1:
                 continue
-            if stride < expected:
+            if step < expected:
                 return False
-            expected = stride * size
+            expected = step * size
         return True
     except (TypeError, ValueError, RuntimeError):
         return False  # symbolic strides: keep the row-major default
