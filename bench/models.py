@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -221,15 +222,26 @@ def run_suite(args: Any) -> int:
         flush=True,
     )
     begin = time.time()
-    for i, spec in enumerate(specs, 1):
-        print(f"[{i}/{len(specs)}] {spec.name} ({time.time() - begin:.0f} s)", flush=True)
-        doc["meta"].setdefault("loadavg_per_model", {})[spec.name] = os.getloadavg()
-        doc["rows"] += run_worker(spec.name, args, args.timeout)
-        if args.cold_models is None or spec.name in args.cold_models:
-            doc["rows"] += [measure_cold(spec.name, v, args, args.timeout) for v in cold]
+
+    def save() -> None:
         doc["meta"]["loadavg_end"] = os.getloadavg()
         doc["meta"]["wall_s"] = time.time() - begin
         out.write_text(json.dumps(doc, indent=1) + "\n")
+
+    def one(spec: Any) -> list[dict[str, Any]]:
+        print(f"{spec.name}: started at {time.time() - begin:.0f} s", flush=True)
+        doc["meta"].setdefault("loadavg_per_model", {})[spec.name] = os.getloadavg()
+        return run_worker(spec.name, args, args.timeout)
+
+    # models run `jobs` at a time; cold first calls one at a time after them
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for rows in pool.map(one, specs):
+            doc["rows"] += rows
+            save()
+    for spec in specs:
+        if args.cold_models is None or spec.name in args.cold_models:
+            doc["rows"] += [measure_cold(spec.name, v, args, args.timeout) for v in cold]
+            save()
     print(f"wrote {out} in {time.time() - begin:.0f} s", flush=True)
     if not args.no_report:
         from bench.models_report import write_report
@@ -265,6 +277,9 @@ def add_parsers(sub: Any) -> None:
     )
     md.add_argument(
         "--only-correctness", action="store_true", help="same as --skip-timing --skip-cold"
+    )
+    md.add_argument(
+        "--jobs", type=int, default=1, help="models checked at once (timings are then noisier)"
     )
     md.add_argument("--timeout", type=float, default=900, help="seconds per model process")
     md.add_argument("--out", help="JSON path (default bench/results/models-<device>...json)")

@@ -6,6 +6,7 @@ boolean outputs must equal eager's exactly."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,10 +84,10 @@ def _one(
 
 
 def judge(
-    got: list[torch.Tensor | None],
-    eager: list[torch.Tensor | None],
-    ref: list[torch.Tensor | None],
-    names: list[str],
+    got: Sequence[torch.Tensor | None],
+    eager: Sequence[torch.Tensor | None],
+    ref: Sequence[torch.Tensor | None],
+    names: Sequence[str],
     dtype: torch.dtype,
 ) -> Verdict:
     """Compare tensors pairwise (a None, e.g. a missing gradient, must be None in eager too)."""

@@ -22,7 +22,8 @@ class MixerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.token_mlp(self.norm1(x).transpose(1, 2)).transpose(1, 2)
-        return x + self.channel_mlp(self.norm2(x))
+        out: torch.Tensor = x + self.channel_mlp(self.norm2(x))
+        return out
 
 
 class MlpMixer(nn.Module):
@@ -36,7 +37,8 @@ class MlpMixer(nn.Module):
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
         x = self.patch(pixel_values).flatten(2).transpose(1, 2)
-        return self.head(self.norm(self.blocks(x)).mean(dim=1))
+        logits: torch.Tensor = self.head(self.norm(self.blocks(x)).mean(dim=1))
+        return logits
 
 
 class SmallCnn(nn.Module):
@@ -56,7 +58,8 @@ class SmallCnn(nn.Module):
         self.head = nn.Linear(64, classes)
 
     def forward(self, pixel_values: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(pixel_values).mean(dim=(2, 3)))
+        logits: torch.Tensor = self.head(self.features(pixel_values).mean(dim=(2, 3)))
+        return logits
 
 
 def _seeded(cls: type[nn.Module]) -> nn.Module:

@@ -6,6 +6,7 @@ appended to a JSON-lines file as soon as it is known, so a crash or a timeout ke
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import statistics
 import time
@@ -30,7 +31,7 @@ def compile_variant(module: torch.nn.Module, variant: str, dynamic: bool | None)
     if variant == "eager":
         return module
     if variant.startswith("polyduct-"):
-        opts = {"kernels": variant.removeprefix("polyduct-")}
+        opts: dict[str, Any] = {"kernels": variant.removeprefix("polyduct-")}
         return torch.compile(module, backend="polyduct", options=opts, dynamic=dynamic)
     return torch.compile(module, backend=variant, dynamic=dynamic)
 
@@ -87,7 +88,7 @@ class Context:
         print(f"  {self.spec.name:<11} {variant:<16} {check:<14} {mark} {extra}", flush=True)
 
 
-def _forward(module: Any, kw: Inputs) -> list[torch.Tensor]:
+def forward_outputs(module: Any, kw: Inputs) -> list[torch.Tensor]:
     with torch.no_grad():
         return flatten(module(**kw))
 
@@ -106,21 +107,22 @@ def _verdict(
 
 def check_forward(ctx: Context) -> None:
     kw = ctx.inputs(ctx.spec.sizes[0])
-    ref = _forward(ctx.model64, cast_inputs(kw, torch.float64))
+    ref = forward_outputs(ctx.model64, cast_inputs(kw, torch.float64))
     kw = cast_inputs(kw, ctx.dtype)
-    eager = _forward(ctx.model, kw)
+    eager = forward_outputs(ctx.model, kw)
     names = [f"output[{i}]" for i in range(len(eager))]
     for variant in ctx.variants:
         if variant == "eager":
             continue
         fn = compile_variant(ctx.model, variant, None)
-        verdict, seconds = _verdict(ctx, lambda fn=fn: _forward(fn, kw), eager, ref, names)
+        run = functools.partial(forward_outputs, fn, kw)
+        verdict, seconds = _verdict(ctx, run, eager, ref, names)
         if verdict.ok:
             ctx.forward_fns[variant] = fn
         ctx.record(variant, "forward", **verdict.as_json(), first_call_s=seconds)
 
 
-def _train_step(
+def train_step(
     module: Any, params: list[torch.nn.Parameter], kw: Inputs, weight: torch.Tensor
 ) -> list[torch.Tensor | None]:
     """One training step's outputs, loss and every parameter's gradient."""
@@ -132,7 +134,7 @@ def _train_step(
     return [t.detach() for t in out] + [loss.detach()] + [p.grad for p in params]
 
 
-def _train_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Parameter]]:
+def train_copy(model: torch.nn.Module) -> tuple[torch.nn.Module, list[torch.nn.Parameter]]:
     module = copy.deepcopy(model).train()
     return module, list(module.parameters())
 
@@ -141,24 +143,24 @@ def check_train(ctx: Context, timing: bool) -> None:
     torch._dynamo.reset()
     kw = ctx.inputs(ctx.spec.sizes[0])
     kw64, kw = cast_inputs(kw, torch.float64), cast_inputs(kw, ctx.dtype)
-    shape = main_output(_forward(ctx.model, kw)).shape
+    shape = main_output(forward_outputs(ctx.model, kw)).shape
     weight = torch.randn(shape, generator=torch.Generator().manual_seed(7)).to(ctx.device)
-    m64, p64 = _train_copy(ctx.model64)
-    ref = _train_step(m64, p64, kw64, weight.double())
-    m32, p32 = _train_copy(ctx.model)
-    eager = _train_step(m32, p32, kw, weight)
+    m64, p64 = train_copy(ctx.model64)
+    ref = train_step(m64, p64, kw64, weight.double())
+    m32, p32 = train_copy(ctx.model)
+    eager = train_step(m32, p32, kw, weight)
     n_out = len(eager) - len(p32) - 1
     names = [f"output[{i}]" for i in range(n_out)] + ["loss"]
     names += [f"grad {n}" for n, _ in m32.named_parameters()]
-    steps: dict[str, Callable[[], Any]] = {"eager": lambda: _train_step(m32, p32, kw, weight)}
+    steps: dict[str, Callable[[], Any]] = {"eager": lambda: train_step(m32, p32, kw, weight)}
     for variant in ctx.variants:
         if variant == "eager":
             continue
-        module, params = _train_copy(ctx.model)
+        module, params = train_copy(ctx.model)
         fn = compile_variant(module, variant, None)
 
         def step(fn: Any = fn, params: list[torch.nn.Parameter] = params) -> Any:
-            return _train_step(fn, params, kw, weight)
+            return train_step(fn, params, kw, weight)
 
         verdict, seconds = _verdict(ctx, step, eager, ref, names)
         if verdict.ok:
@@ -174,9 +176,9 @@ def check_dynamic(ctx: Context) -> None:
     cases = []
     for size in ctx.spec.sizes:
         kw = ctx.inputs(size, seed=1)
-        ref = _forward(ctx.model64, cast_inputs(kw, torch.float64))
+        ref = forward_outputs(ctx.model64, cast_inputs(kw, torch.float64))
         kw = cast_inputs(kw, ctx.dtype)
-        cases.append((size, kw, _forward(ctx.model, kw), ref))
+        cases.append((size, kw, forward_outputs(ctx.model, kw), ref))
     for mode, dynamic in (("dynamic-auto", None), ("dynamic-true", True)):
         for variant in ctx.variants:
             if not variant.startswith("polyduct-"):  # Inductor's compile time is spent once
@@ -186,7 +188,8 @@ def check_dynamic(ctx: Context) -> None:
             verdict, failed_at = Verdict(True), None
             for size, kw, eager, ref in cases:
                 names = [f"size {size} output[{i}]" for i in range(len(eager))]
-                verdict, _ = _verdict(ctx, lambda fn=fn, kw=kw: _forward(fn, kw), eager, ref, names)
+                run = functools.partial(forward_outputs, fn, kw)
+                verdict, _ = _verdict(ctx, run, eager, ref, names)
                 if not verdict.ok:
                     failed_at = size
                     break
@@ -200,9 +203,9 @@ def check_export(ctx: Context) -> None:
     import polyduct
 
     kw = ctx.inputs(ctx.spec.sizes[0])
-    ref = _forward(ctx.model64, cast_inputs(kw, torch.float64))
+    ref = forward_outputs(ctx.model64, cast_inputs(kw, torch.float64))
     kw = cast_inputs(kw, ctx.dtype)
-    eager = _forward(ctx.model, kw)
+    eager = forward_outputs(ctx.model, kw)
     names = [f"output[{i}]" for i in range(len(eager))]
     try:
         with torch.no_grad():
@@ -218,7 +221,7 @@ def check_export(ctx: Context) -> None:
 
         def run(variant: str = variant) -> list[torch.Tensor]:
             fn = polyduct.compile(exported, {"kernels": variant.removeprefix("polyduct-")})
-            return _forward(fn, kw)
+            return forward_outputs(fn, kw)
 
         verdict, seconds = _verdict(ctx, run, eager, ref, names)
         ctx.record(variant, "export", **verdict.as_json(), first_call_s=seconds)
@@ -249,6 +252,10 @@ def time_round_robin(ctx: Context, check: str, calls: dict[str, Callable[[], Any
         )
 
 
+def _call(fn: Any, kw: Inputs) -> Any:
+    return fn(**kw)
+
+
 def run_model(
     spec: ModelSpec, device: str, dtype: str, variants: list[str], phases: list[str], out: Path
 ) -> None:
@@ -260,8 +267,10 @@ def run_model(
         check_forward(ctx)
         if timing:
             kw = cast_inputs(ctx.inputs(spec.sizes[0]), ctx.dtype)
-            calls = {"eager": lambda: ctx.model(**kw)}
-            calls |= {v: (lambda fn=fn: fn(**kw)) for v, fn in ctx.forward_fns.items()}
+            fns: dict[str, Any] = {"eager": ctx.model, **ctx.forward_fns}
+            calls: dict[str, Callable[[], Any]] = {
+                v: functools.partial(_call, fn, kw) for v, fn in fns.items()
+            }
             time_round_robin(ctx, "time-forward", calls)
     if "train" in phases:
         check_train(ctx, timing)

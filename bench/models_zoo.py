@@ -54,9 +54,9 @@ def _padding_mask(length: int, device: str) -> torch.Tensor:
     return mask.to(device)
 
 
-def text_inputs(mask: bool) -> Callable[[torch.Generator, int, str], Inputs]:
+def text_inputs(mask: bool, vocab: int = VOCAB) -> Callable[[torch.Generator, int, str], Inputs]:
     def make(gen: torch.Generator, length: int, device: str) -> Inputs:
-        kw = {"input_ids": _tokens(gen, length, device)}
+        kw = {"input_ids": _tokens(gen, length, device, vocab)}
         if mask:
             kw["attention_mask"] = _padding_mask(length, device)
         return kw
@@ -122,6 +122,17 @@ _BERT_LIKE = {
     "num_attention_heads": 4,
     "max_position_embeddings": 128,
     "pad_token_id": 0,
+}
+
+
+_BART_LIKE = {
+    "d_model": HIDDEN,
+    "encoder_layers": LAYERS,
+    "decoder_layers": LAYERS,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 2 * HIDDEN,
+    "decoder_ffn_dim": 2 * HIDDEN,
 }
 
 
@@ -287,13 +298,7 @@ def hf_specs() -> list[ModelSpec]:
                 "BartForConditionalGeneration",
                 "BartConfig",
                 **seq2seq,
-                d_model=HIDDEN,
-                encoder_layers=2,
-                decoder_layers=2,
-                encoder_attention_heads=4,
-                decoder_attention_heads=4,
-                encoder_ffn_dim=2 * HIDDEN,
-                decoder_ffn_dim=2 * HIDDEN,
+                **_BART_LIKE,
                 max_position_embeddings=128,
             ),
             seq2seq_inputs,
@@ -306,13 +311,7 @@ def hf_specs() -> list[ModelSpec]:
                 "WhisperForConditionalGeneration",
                 "WhisperConfig",
                 **seq2seq,
-                d_model=HIDDEN,
-                encoder_layers=2,
-                decoder_layers=2,
-                encoder_attention_heads=4,
-                decoder_attention_heads=4,
-                encoder_ffn_dim=2 * HIDDEN,
-                decoder_ffn_dim=2 * HIDDEN,
+                **_BART_LIKE,
                 num_mel_bins=16,
                 max_source_positions=32,
                 max_target_positions=64,
