@@ -231,7 +231,7 @@ def run_suite(args: Any) -> int:
     def one(spec: Any) -> list[dict[str, Any]]:
         print(f"{spec.name}: started at {time.time() - begin:.0f} s", flush=True)
         doc["meta"].setdefault("loadavg_per_model", {})[spec.name] = os.getloadavg()
-        return run_worker(spec.name, args, args.timeout)
+        return run_worker(spec.name, args, args.timeout) if args.phases else []
 
     # models run `jobs` at a time; cold first calls one at a time after them
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -264,9 +264,9 @@ def add_parsers(sub: Any) -> None:
     md.add_argument("--threads", type=int, default=2, help="CPU threads (torch and OpenMP)")
     md.add_argument(
         "--phases",
-        type=lambda s: s.split(","),
+        type=lambda s: [p for p in s.split(",") if p],
         default=list(PHASES),
-        help=f"comma-separated subset of {','.join(PHASES)}",
+        help=f"comma-separated subset of {','.join(PHASES)} ('' for cold first calls only)",
     )
     md.add_argument("--skip-timing", action="store_true", help="no timing phase")
     md.add_argument("--skip-cold", action="store_true", help="no cold first-call processes")

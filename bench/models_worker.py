@@ -52,7 +52,11 @@ def error_text(exc: BaseException) -> str:
         if inner is None or inner is exc:
             break
         exc = inner
-    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    lines = str(exc).strip().splitlines() or [""]
+    first = lines[0][:300]
+    detail = [ln.strip() for ln in lines[1:] if "error" in ln.lower()]
+    if detail and "error" not in first.lower():
+        first += f" | {detail[0][:200]}"  # e.g. the compiler's first error line
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
     return f"{type(exc).__name__}: {first}{where}"
@@ -129,7 +133,7 @@ def train_step(
     for p in params:
         p.grad = None
     out = flatten(module(**kw))
-    loss = (main_output(out).float() * weight).mean()
+    loss = (main_output(out).to(weight.dtype) * weight).mean()  # float64 for the reference
     loss.backward()
     return [t.detach() for t in out] + [loss.detach()] + [p.grad for p in params]
 

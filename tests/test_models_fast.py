@@ -110,3 +110,27 @@ def test_changing_sizes_match_float64_eager(name: str) -> None:
         got = forward_outputs(compiled, kw)
         verdict = judge(got, eager, ref, [f"out[{i}]" for i in range(len(got))], torch.float32)
         assert verdict.ok, f"size {size}: {verdict.error}"
+
+
+def test_judge_passes_eager_like_error_and_fails_a_wrong_result() -> None:
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    eager = ref.float()
+    noisy = ref + 1e-3 * torch.randn(64, 64, dtype=torch.float64)  # 10x the fixed tolerance
+    assert judge([eager], [eager], [ref], ["x"], torch.float32).ok
+    close = (ref * (1 + 1e-6)).float()  # a reordered sum: far inside the fixed tolerance
+    assert judge([close], [eager], [ref], ["x"], torch.float32).ok
+    verdict = judge([noisy.float()], [eager], [ref], ["x"], torch.float32)
+    assert not verdict.ok and verdict.error is not None and "x: max abs err" in verdict.error
+    # a large eager error (e.g. a long reduction) allows a compiled error of the same order
+    ref_big = ref * 1e3
+    loose = (ref_big + 0.5 * torch.randn(64, 64, dtype=torch.float64)).float()
+    assert judge([loose], [loose], [ref_big], ["x"], torch.float32).ok
+
+
+def test_judge_integer_outputs_exact_and_missing_gradients() -> None:
+    ids = torch.arange(10)
+    assert judge([ids], [ids], [ids], ["ids"], torch.float32).ok
+    assert not judge([ids + 1], [ids], [ids], ["ids"], torch.float32).ok
+    grad = torch.ones(3)
+    assert judge([None], [None], [None], ["g"], torch.float32).ok
+    assert not judge([None], [grad], [grad.double()], ["g"], torch.float32).ok
