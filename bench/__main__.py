@@ -1,4 +1,4 @@
-"""`python -m bench [runtime|compile|instructions|check]`: see bench/__init__.py and docs/performance.md."""
+"""`python -m bench [runtime|compile|instructions|check|models]`: see bench/__init__.py and docs/performance.md."""
 
 from __future__ import annotations
 
@@ -124,6 +124,9 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.models import add_parsers as add_model_parsers
+    from bench.models import main as models_main
+
     if not torch.cuda.is_available():  # Triton has no CPU driver: kernels run interpreted
         os.environ.setdefault("TRITON_INTERPRET", "1")
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -178,7 +181,10 @@ def main(argv: list[str] | None = None) -> int:
     iw = sub.add_parser("instr-worker")
     iw.add_argument("--graph")
     iw.add_argument("--compiler")
+    add_model_parsers(sub)
     args = parser.parse_args(argv)
+    if args.cmd in ("models", "models-worker", "models-cold"):
+        return models_main(args)
     if args.cmd == "compile-worker":
         from bench.compile_time import worker
 
