@@ -26,3 +26,8 @@ if [ -n "${POLYDUCT_GPU_MODELS_TIMING:-}" ]; then  # models to time, comma-separ
         echo "timing $dtype: exit $? $(tail -1 "$OUT/timing-$dtype.txt")"
     done
 fi
+if [ -n "${POLYDUCT_GPU_CHAIN:-}" ]; then  # one elementwise op chained, against Inductor
+    timeout 150 python3 -m bench.gpu_chain --ops "$POLYDUCT_GPU_CHAIN" --json "$OUT/chain.json" \
+        > "$OUT/chain.txt" 2>&1
+    echo "chain: exit $?"; cat "$OUT/chain.txt" | grep -v Warning | tail -24
+fi
