@@ -60,6 +60,7 @@ def max_pool2d_with_indices(
     dh, dw = _pair(dilation, ())
     if kh * kw > MAX_WINDOW:
         raise Fallback(f"max_pool2d window of {kh * kw} elements (over {MAX_WINDOW})")
+    x = _window_input(ctx, x, kh * kw)
     height, width = x.size[-2], x.size[-1]
     masked = bool(ph or pw or ceil_mode)
     dtype, out = x.dtype, ctx.out_size(0)
@@ -124,6 +125,15 @@ def _inside(
     return ops.and_(within(ih, top, height), within(iw, left, width))
 
 
+def _window_input(ctx: LoweringContext, x: TensorValue, window: int) -> TensorValue:
+    """The pooled input, computed into memory first when it is more than a load: each output
+    reads `window` input elements, and a lazy input would be recomputed for every one of them
+    (ResNet's batch norm and ReLU nine times per max-pooled element, a sqrt and a divide each)."""
+    if isinstance(x, Lazy) and x.cost > 1 and window > 1:
+        return ctx.graph.realize(x)
+    return x
+
+
 def _costly(value: Lazy, window: int) -> Lazy:
     """`value` costed by its window, so several readers share one computed buffer."""
     return Lazy(value.size, value.dtype, value.device, value.fn, value.cost + 4 * window)
@@ -148,6 +158,7 @@ def avg_pool2d(
     ph, pw = _pair(padding, ())
     if kh * kw > MAX_WINDOW:
         raise Fallback(f"avg_pool2d window of {kh * kw} elements (over {MAX_WINDOW})")
+    x = _window_input(ctx, x, kh * kw)
     height, width = x.size[-2], x.size[-1]
     masked = bool(ph or pw or ceil_mode)
     dtype = x.dtype

@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.frontend.compile import compile_exported, kernel_contents
+from polyduct.frontend.kernel_key import trace_stages
+from polyduct.handlers.count import OpCounter
 
 from .helpers import assert_same, check, compile_fn
 
@@ -164,3 +166,22 @@ def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], de
     fn(x, cos).backward()
     assert_same(got, [p.grad for p in proj.parameters()], atol=1e-4)
     assert len(graphs) == 2, "expected a forward and a backward graph"
+
+
+def test_pooled_input_is_computed_once(backends: tuple[str, str], device: str) -> None:
+    """ResNet's stem: batch norm and ReLU, then a 3x3 max pool. Each pooled element reads nine
+    inputs; the normalisation is computed into memory once, not nine times per output."""
+
+    def fn(x: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(x / torch.sqrt(var[:, None, None] + 1e-5))
+        return F.max_pool2d(y, 3, 2, 1) + F.avg_pool2d(y, 2)[..., :4, :4]
+
+    x = torch.randn(2, 3, 8, 8, device=device)
+    var = torch.rand(3, device=device)
+    graphs = check(fn, backends, x, var)
+    sqrts = 0
+    for spec in (s for g in graphs for s in g.specs):
+        counter = OpCounter()
+        trace_stages(spec, counter)
+        sqrts += counter.counts.get("sqrt", 0)
+    assert sqrts == 1, f"the normalisation is traced {sqrts} times"
