@@ -24,6 +24,8 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call
 from polyduct.frontend.sizes import broadcast_of_dense, eager_layout, meta_layout, sym_expr
+from polyduct.handlers.count import OpCounter
+from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -134,6 +136,11 @@ LIBRARY_OPERANDS = frozenset({"aten.addmm.default"})
 """Ops with a lowering that still hands their tensor operands to a library call (`addmm`'s
 product is `mm`), so those operands are read from memory, like an extern call's."""
 
+REALIZE_READS = 4
+"""A value read by several users is computed once into memory when computing it reads more
+buffers than this: a residual stream `h + attn(h) + mlp(...)` inlined into every later layer's
+norm would re-read every earlier layer's outputs per element."""
+
 INLINE_BUDGET = 64
 """Largest inlined expression (in ops) a lazy value may carry before it is computed into a buffer."""
 
@@ -173,7 +180,11 @@ class GraphLowering:
             if (
                 isinstance(value, Lazy)
                 and len(node.users) > 1
-                and (value.cost > self.realize_cost or self._feeds_library_call(node))
+                and (
+                    value.cost > self.realize_cost
+                    or _reads(value) > REALIZE_READS
+                    or self._feeds_library_call(node)
+                )
             ):
                 value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
@@ -481,3 +492,10 @@ def _convert(tree: Any) -> Any:
     if isinstance(tree, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return sym_expr(tree) if isinstance(tree, torch.SymInt) else tree
     return tree
+
+
+def _reads(value: Lazy) -> int:
+    """How many buffer loads computing one element of `value` makes."""
+    counter = OpCounter()
+    value.fn(counter, index_vars("x", len(value.size)))
+    return counter.counts["load"]
