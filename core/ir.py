@@ -200,8 +200,12 @@ class IRGraph:
             return done[1]
         layout = layout or Layout.contiguous(value.size, value.dtype, value.device)
         view = self.realize_as(value, layout)
-        self._realized[id(value)] = (value, view)
+        self.remember(value, view)
         return view
+
+    def remember(self, value: Lazy, view: StorageView) -> None:
+        """`value` is held by `view` from now on: `realize(value)` returns it."""
+        self._realized[id(value)] = (value, view)
 
     def realize_as(self, value: Lazy, layout: Layout) -> StorageView:
         """Compute `value` into a new buffer with `layout` (one pointwise node)."""

@@ -17,7 +17,7 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.sizes import eager_layout, meta_layout
+from polyduct.frontend.sizes import meta_layout, realize_like_eager
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.wrapper_ir import Ref
 
@@ -179,7 +179,7 @@ def _materialise(
 ) -> str:
     """A library call's tensor argument in memory: a lazy value is computed with the strides
     eager's argument has (the call may choose its result's layout from them)."""
-    view = graph.realize(value, eager_layout(value, meta) if isinstance(value, Lazy) else None)
+    view = realize_like_eager(graph, value, meta)
     base = graph.buffers[view.buffer].layout
     if view.layout == base:
         return view.buffer

@@ -23,7 +23,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call
-from polyduct.frontend.sizes import broadcast_of_dense, eager_layout, meta_layout, sym_expr
+from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
@@ -186,11 +186,11 @@ class GraphLowering:
                     or self._feeds_library_call(node)
                 )
             ):
-                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
+                value = realize_like_eager(self.graph, value, node.meta.get("val"))
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
             # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
             if isinstance(value, Lazy) and value.cost > INLINE_BUDGET:
-                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
+                value = realize_like_eager(self.graph, value, node.meta.get("val"))
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)
         return self.graph
@@ -289,29 +289,11 @@ class GraphLowering:
         return val
 
     def _output(self, value: Any, meta: Any) -> Any:
+        """A graph output in memory with eager's strides (gaps and stride-0 dims included):
+        backward graphs assert the strides their saved tensors were traced with."""
         if not isinstance(value, Lazy):
             return value
-        layout = eager_layout(value, meta)
-        if layout is not None:
-            # outputs get eager's strides (gaps included): backward graphs assert the strides they
-            # were traced with
-            return self.graph.realize_as(value, layout)
-        if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
-            return self._broadcast_output(value, meta_layout(meta).stride)
-        return self.graph.realize(value)
-
-    def _broadcast_output(self, value: Lazy, stride: tuple[sympy.Expr, ...]) -> StorageView:
-        """An output eager returns expanded (stride 0 along broadcast dims, as `token_type_ids`
-        expanded over the batch): computed once at index 0 of those dims and returned with
-        eager's strides, which the backward graph asserts."""
-        size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
-        fn = value.fn
-        base = Lazy(size, value.dtype, value.device, fn, value.cost)
-        stored = self.graph.realize_as(
-            base, Layout(size, stride, sympy.Integer(0), value.dtype, value.device)
-        )
-        layout = Layout(value.size, stride, sympy.Integer(0), value.dtype, value.device)
-        return StorageView(stored.buffer, layout)
+        return realize_like_eager(self.graph, value, meta)
 
     def _args(self, tree: Any) -> Any:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)

@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from polyduct.indexing import FloorDiv, ModularIndexing, contiguous_strides, size_symbol
-from polyduct.ir import Layout
+from polyduct.ir import IRGraph, Layout, Lazy, StorageView, TensorValue
 
 
 def sym_expr(value: Any) -> sympy.Expr:
@@ -93,9 +93,16 @@ def non_overlapping(val: torch.Tensor) -> bool:
 
 
 def dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
+    """Whether (shape, stride) is a permutation of row-major, with gaps allowed.
+
+    Symbolic sizes are judged by their hints (the example sizes torch traced with), never by
+    int(), which would specialise the graph: torch's meta functions give layouts whose overlap
+    does not depend on the sizes (row-major, permuted, rows padded to an alignment as the GPU's
+    attention pads its bias). Without hints only row-major is recognised."""
     if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
-        # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
-        # and recompile it for every size); only row-major layouts are recognised here.
+        hints = [_hint(v) for v in (*shape, *stride)]
+        if all(h is not None for h in hints):
+            return dense(hints[: len(shape)], hints[len(shape) :])
         sizes = [sym_expr(v) for v in shape]
         return all(
             sympy.simplify(sym_expr(a) - b) == 0
@@ -114,3 +121,36 @@ def dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
         return True
     except (TypeError, ValueError, RuntimeError):
         return False  # symbolic strides: keep the row-major default
+
+
+def _hint(value: Any) -> int | None:
+    """The example value of an int or SymInt (None for an unbacked one)."""
+    if isinstance(value, torch.SymInt):
+        hint = value.node.hint
+        return None if hint is None else int(hint)
+    return int(value)
+
+
+def realize_like_eager(graph: IRGraph, value: TensorValue, meta: Any) -> StorageView:
+    """`value` in memory with the strides eager's tensor has (its fake tensor `meta`): dense and
+    non-overlapping strides as they are; an expanded tensor (stride 0 along some dims, as an
+    attention mask broadcast over heads) computed once along those dims and viewed with eager's
+    strides; anything else row-major."""
+    if isinstance(value, StorageView):
+        return value
+    layout = eager_layout(value, meta)
+    if layout is not None:
+        return graph.realize(value, layout)
+    if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
+        stride = meta_layout(meta).stride
+        if len(stride) == len(value.size):
+            size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
+            base = Lazy(size, value.dtype, value.device, value.fn, value.cost)
+            zero = sympy.Integer(0)
+            stored = graph.realize_as(base, Layout(size, stride, zero, value.dtype, value.device))
+            view = StorageView(
+                stored.buffer, Layout(tuple(value.size), stride, zero, value.dtype, value.device)
+            )
+            graph.remember(value, view)
+            return view
+    return graph.realize(value)
