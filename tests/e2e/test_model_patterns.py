@@ -185,3 +185,28 @@ def test_pooled_input_is_computed_once(backends: tuple[str, str], device: str) -
         trace_stages(spec, counter)
         sqrts += counter.counts.get("sqrt", 0)
     assert sqrts == 1, f"the normalisation is traced {sqrts} times"
+
+
+def test_expanded_mask_saved_for_backward_keeps_stride_zero(
+    backends: tuple[str, str], device: str
+) -> None:
+    """A padding mask made in the graph and expanded over heads (stride 0) is an argument of
+    attention, which saves it for backward: it reaches memory expanded, as eager's is, and the
+    backward graph's assertion of that layout holds (GPU attention expands its bias so)."""
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(16, 48).to(device)
+
+    def fn(x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = proj(x).view(b, n, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        bias = ((1.0 - keep[:, None, None, :]) * -1e4).expand(b, 2, n, n)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias).square().sum()
+
+    x = torch.randn(2, 5, 16, device=device)
+    keep = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]], device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x, keep).backward()
+    got = [p.grad.clone() for p in proj.parameters()]
+    proj.zero_grad()
+    fn(x, keep).backward()
+    assert_same(got, [p.grad for p in proj.parameters()], atol=1e-4)
