@@ -23,10 +23,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
 from polyduct.errors import CodegenError
+from polyduct.remote_cache import RemoteCache, default_remote
 
 KEY_FILE = "key.json"
 Builder = Callable[[Path], None]
@@ -82,11 +84,16 @@ def _record(canonical: str, manifest: Mapping[str, str]) -> str:
 
 @dataclass
 class Cache:
-    """A cache rooted at `root`; counts its hits and builds (for reports and tests)."""
+    """A cache rooted at `root`; counts its hits and builds (for reports and tests).
+
+    `remote`: the second level asked on a local miss and given every build (remote_cache.py);
+    None: the process's configured store, if any.
+    """
 
     root: Path = field(default_factory=default_root)
     hits: int = 0
     builds: int = 0
+    remote: RemoteCache | None = None
 
     def entry(self, namespace: str, inputs: Mapping[str, str], build: Builder) -> Path:
         """The directory of the entry for `inputs`, building it with `build(tmp_dir)` if absent.
@@ -100,6 +107,8 @@ class Cache:
         _secure_dir(ns_dir)
         final = ns_dir / digest
         if (hit := self._hit(final, canonical)) is not None:
+            return hit
+        if (hit := self._pull(namespace, final, canonical)) is not None:
             return hit
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
         try:
@@ -117,6 +126,8 @@ class Cache:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         self.builds += 1
+        if (remote := self.remote or default_remote()) is not None:
+            remote.push(namespace, digest, final)
         return final
 
     def lookup(self, namespace: str, inputs: Mapping[str, str]) -> Path | None:
@@ -124,11 +135,21 @@ class Cache:
         (nor creating directories; existing ones are checked as `entry` checks them)."""
         digest, canonical = _key(namespace, inputs)
         ns_dir = self.root / namespace
-        if not ns_dir.is_dir():
+        if ns_dir.is_dir():
+            _check_dir(self.root)
+            _check_dir(ns_dir)
+            if (hit := self._hit(ns_dir / digest, canonical)) is not None:
+                return hit
+        return self._pull(namespace, ns_dir / digest, canonical)
+
+    def _pull(self, namespace: str, final: Path, canonical: str) -> Path | None:
+        """`final` filled from the remote level if it holds a valid entry, else None."""
+        if (remote := self.remote or default_remote()) is None:
             return None
-        _check_dir(self.root)
-        _check_dir(ns_dir)
-        return self._hit(ns_dir / digest, canonical)
+        _secure_dir(final.parent.parent)
+        _secure_dir(final.parent)
+        check = partial(self._valid, canonical=canonical)
+        return remote.pull(namespace, final.name, final, check)
 
     def _hit(self, entry: Path, canonical: str) -> Path | None:
         """`entry` if it holds a valid artifact for `canonical` (counted as a hit), else None."""

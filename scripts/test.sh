@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/redis.sh install  # the remote cache's tests start their own redis-server
 export TRITON_INTERPRET=1 POLYDUCT_STRICT_PLUGINS=1
 export POLYDUCT_CACHE_DIR="${POLYDUCT_CACHE_DIR:-$PWD/.cache/polyduct}"
 root=$PWD

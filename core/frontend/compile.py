@@ -19,6 +19,7 @@ import torch
 import torch.fx
 
 from polyduct import plugins as plugin_mod
+from polyduct import remote_cache
 from polyduct.frontend import (
     lowerings_index,
     lowerings_matmul,
@@ -121,6 +122,8 @@ def compile_graph(
     """
     plugins = plugin_mod.load()
     options.validate(plugins)
+    if options.remote_cache is not None:
+        remote_cache.configure(options.remote_cache)
     sets = {
         name: scope_from_set(name, spec.overrides) for name, spec in plugins.override_sets.items()
     }
