@@ -34,9 +34,7 @@ class RedisServer:
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""]
         args += ["--appendonly", "no", "--dir", str(directory), "--maxmemory", maxmemory]
         args += ["--maxmemory-policy", "noeviction"]
-        self.process = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 10.0) -> None:

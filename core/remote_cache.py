@@ -42,7 +42,9 @@ class RemoteEntryError(ValueError):
 def pack(entry: Path) -> bytes:
     """Every file of the entry directory (key.json included, `__pycache__` not) as one value."""
     files = sorted(
-        p for p in entry.rglob("*") if p.is_file() and "__pycache__" not in p.relative_to(entry).parts
+        p
+        for p in entry.rglob("*")
+        if p.is_file() and "__pycache__" not in p.relative_to(entry).parts
     )
     blobs = [p.read_bytes() for p in files]
     header = [[str(p.relative_to(entry)), len(b)] for p, b in zip(files, blobs, strict=True)]
@@ -170,7 +172,9 @@ class RemoteCache:
             self._client.set(self.key(namespace, digest), data)
         except self._oom as e:
             self.read_only = str(e)
-            LOG.warning("remote cache %s refuses writes (%s); it is only read from now", self.url, e)
+            LOG.warning(
+                "remote cache %s refuses writes (%s); it is only read from now", self.url, e
+            )
             return
         except self._errors as e:
             self._disable(e)
