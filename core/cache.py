@@ -108,7 +108,8 @@ class Cache:
         final = ns_dir / digest
         if (hit := self._hit(final, canonical)) is not None:
             return hit
-        if (hit := self._pull(namespace, final, canonical)) is not None:
+        remote = self.remote or default_remote()
+        if (hit := self._pull(namespace, final, canonical, claim=True)) is not None:
             return hit
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
         try:
@@ -123,11 +124,13 @@ class Cache:
             except OSError:
                 if not self._valid(final, canonical):  # lost a race to a bad entry: keep ours
                     raise
+            if remote is not None:
+                remote.push(namespace, digest, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if remote is not None:  # a failed build too: processes waiting for it go on
+                remote.release(namespace, digest)
         self.builds += 1
-        if (remote := self.remote or default_remote()) is not None:
-            remote.push(namespace, digest, final)
         return final
 
     def lookup(self, namespace: str, inputs: Mapping[str, str]) -> Path | None:
@@ -140,16 +143,17 @@ class Cache:
             _check_dir(ns_dir)
             if (hit := self._hit(ns_dir / digest, canonical)) is not None:
                 return hit
-        return self._pull(namespace, ns_dir / digest, canonical)
+        return self._pull(namespace, ns_dir / digest, canonical, claim=False)
 
-    def _pull(self, namespace: str, final: Path, canonical: str) -> Path | None:
-        """`final` filled from the remote level if it holds a valid entry, else None."""
+    def _pull(self, namespace: str, final: Path, canonical: str, claim: bool) -> Path | None:
+        """`final` filled from the remote level if it holds a valid entry, else None (having
+        claimed the build for this process where `claim`: see `RemoteCache.pull`)."""
         if (remote := self.remote or default_remote()) is None:
             return None
         _secure_dir(final.parent.parent)
         _secure_dir(final.parent)
         check = partial(self._valid, canonical=canonical)
-        return remote.pull(namespace, final.name, final, check)
+        return remote.pull(namespace, final.name, final, check, claim)
 
     def _hit(self, entry: Path, canonical: str) -> Path | None:
         """`entry` if it holds a valid artifact for `canonical` (counted as a hit), else None."""

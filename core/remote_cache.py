@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, final
@@ -31,6 +33,9 @@ FORMAT: Final = b"polyduct-remote-entry 1\n"
 CONNECT_TIMEOUT_S: Final = 0.5
 READ_TIMEOUT_S: Final = 2.0
 MAX_ENTRY_BYTES: Final = 64 << 20
+CLAIM_S: Final = 120.0  # how long a claim on a build lasts, and a waiter waits for it
+_POLL_S: Final = 0.05
+_LOCK: Final = "building:"
 LOG = logging.getLogger("polyduct.cache")
 """Says once per process that the remote store failed and the local cache goes on alone."""
 
@@ -95,7 +100,8 @@ def _checked_item(item: Any) -> tuple[str, int]:
 class RemoteCache:
     """A Redis store at `url` (redis://host:port/db) holding packed cache entries.
 
-    Counts what it did (`pulled`, `pushed`, `rejected`, `missed`) for reports and tests.
+    Counts what it did (`pulled`, `pushed`, `rejected`, `missed`, and `waited`: pulls that
+    waited for another process's build) for reports and tests.
     `disabled` holds why the store is no longer used in this process, once it failed.
     """
 
@@ -105,6 +111,7 @@ class RemoteCache:
         connect_timeout: float = CONNECT_TIMEOUT_S,
         timeout: float = READ_TIMEOUT_S,
         max_entry_bytes: int = MAX_ENTRY_BYTES,
+        claim_s: float = CLAIM_S,
     ) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise InvalidOption("polyduct", "remote_cache", url, "a redis://host:port/db URL")
@@ -113,7 +120,8 @@ class RemoteCache:
         from redis.retry import Retry
 
         self.url = url
-        self.max_entry_bytes = max_entry_bytes
+        self.max_entry_bytes, self.claim_s = max_entry_bytes, claim_s
+        self._claims: dict[str, bytes] = {}
         self._client = redis.Redis.from_url(
             url,
             socket_connect_timeout=connect_timeout,
@@ -123,7 +131,7 @@ class RemoteCache:
         )
         self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._oom: type[BaseException] = redis.exceptions.OutOfMemoryError
-        self.pulled = self.pushed = self.rejected = self.missed = 0
+        self.pulled = self.pushed = self.rejected = self.missed = self.waited = 0
         self.disabled: str | None = None
         self.read_only: str | None = None
 
@@ -131,35 +139,52 @@ class RemoteCache:
         return f"polyduct:{namespace}:{digest}"
 
     def pull(
-        self, namespace: str, digest: str, final: Path, valid: Callable[[Path], bool]
+        self,
+        namespace: str,
+        digest: str,
+        final: Path,
+        valid: Callable[[Path], bool],
+        claim: bool = False,
     ) -> Path | None:
         """Fetch the entry into `final` (a missing local entry's directory) if the store has a
-        valid one (`valid(directory)`, the local cache's check); else None, having built nothing."""
-        data = self._get(self.key(namespace, digest))
+        valid one (`valid(directory)`, the local cache's check); else None, having built nothing.
+
+        With `claim`, a miss claims the build for this process (released by `push` or
+        `release`); where another process holds the claim, this waits for its upload (at most
+        `claim_s`, and no longer once the claim is released without one), so that a fleet
+        starting together compiles each artifact once.
+        """
+        key = self.key(namespace, digest)
+        data = self._get(key)
+        if data is None and claim and not self._claim(key):
+            data = self._wait(key)
         if data is None:
             self.missed += 1
             return None
-        tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-remote-", dir=final.parent))
+        if self._install(data, final, valid):
+            self.pulled += 1
+            return final
+        self.rejected += 1
+        return None
+
+    def _install(self, data: bytes, final: Path, valid: Callable[[Path], bool]) -> bool:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-remote-", dir=final.parent))
         try:
             try:
                 unpack(data, tmp)
             except (RemoteEntryError, OSError):
-                self.rejected += 1
-                return None
+                return False
             if not valid(tmp):
-                self.rejected += 1
-                return None
+                return False
             if final.exists():
                 shutil.rmtree(final, ignore_errors=True)
             try:
                 os.rename(tmp, final)
             except OSError:
-                if not valid(final):  # lost a race to a bad entry
-                    return None
+                return valid(final)  # lost a race: fine unless the winner is bad
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        self.pulled += 1
-        return final
+        return True
 
     def push(self, namespace: str, digest: str, entry: Path) -> None:
         """Upload the local entry (overwriting what the store held under its key)."""
@@ -170,16 +195,56 @@ class RemoteCache:
             return
         try:
             self._client.set(self.key(namespace, digest), data)
-        except self._oom as e:
-            self.read_only = str(e)
-            LOG.warning(
-                "remote cache %s refuses writes (%s); it is only read from now", self.url, e
-            )
-            return
         except self._errors as e:
-            self._disable(e)
+            self._write_failed(e)
             return
         self.pushed += 1
+
+    def release(self, namespace: str, digest: str) -> None:
+        """Give up this process's claim on the key, if it holds one (after pushing, or failing)."""
+        token = self._claims.pop(self.key(namespace, digest), None)
+        if token is None or self.disabled is not None:
+            return
+        lock = _LOCK + self.key(namespace, digest)
+        try:
+            if self._client.get(lock) == token:
+                self._client.delete(lock)
+        except self._errors as e:
+            self._disable(e)
+
+    def _claim(self, key: str) -> bool:
+        """Whether this process is to build `key`: it took the claim, or cannot take one."""
+        if self.disabled is not None or self.read_only is not None:
+            return True
+        token = secrets.token_hex(8).encode()
+        try:
+            taken = self._client.set(_LOCK + key, token, nx=True, px=int(self.claim_s * 1000))
+        except self._errors as e:
+            self._write_failed(e)
+            return True
+        if taken:
+            self._claims[key] = token
+        return bool(taken)
+
+    def _wait(self, key: str) -> bytes | None:
+        """The entry another process is building, once uploaded; None if it gives up."""
+        deadline = time.monotonic() + self.claim_s
+        while time.monotonic() < deadline and self.disabled is None:
+            time.sleep(_POLL_S)
+            pipe = self._client.pipeline()
+            pipe.get(key)
+            pipe.exists(_LOCK + key)
+            try:
+                data, held = pipe.execute()
+            except self._errors as e:
+                self._disable(e)
+                return None
+            if data is not None:
+                self.waited += 1
+                return data if isinstance(data, bytes) else None
+            if not held:
+                return None
+        return None
 
     def _get(self, key: str) -> bytes | None:
         if self.disabled is not None:
@@ -190,6 +255,16 @@ class RemoteCache:
             self._disable(e)
             return None
         return data if isinstance(data, bytes) else None
+
+    def _write_failed(self, error: BaseException) -> None:
+        """A full store (refusing writes) is still read from; any other failure disables it."""
+        if not isinstance(error, self._oom):
+            self._disable(error)
+            return
+        self.read_only = str(error)
+        LOG.warning(
+            "remote cache %s refuses writes (%s); it is only read from now", self.url, error
+        )
 
     def _disable(self, error: BaseException) -> None:
         self.disabled = f"{type(error).__name__}: {error}"

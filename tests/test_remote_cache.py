@@ -7,6 +7,7 @@ import shutil
 import socket
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,43 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_processes_starting_together_build_once(tmp_path: Path, server: RedisServer) -> None:
+    """The first to miss claims the build; the others wait for its upload instead of building."""
+    RemoteCache(server.url)._client.flushdb()
+    calls: list[str] = []
+
+    def slow(tmp: Path) -> None:
+        time.sleep(0.4)
+        _writer("k", calls)(tmp)  # type: ignore[operator]
+
+    stores = [RemoteCache(server.url) for _ in range(3)]  # one client each, as in 3 processes
+    caches = [Cache(tmp_path / str(i), remote=s) for i, s in enumerate(stores)]
+    with ThreadPoolExecutor(3) as pool:
+        entries = list(pool.map(lambda c: c.entry("cpp", {"k": "v"}, slow), caches))
+    assert calls == ["k"] and sum(c.builds for c in caches) == 1
+    assert sum(s.waited for s in stores) == 2 and sum(s.pulled for s in stores) == 2
+    assert len({(e / "kernel.py").read_text() for e in entries}) == 1
+
+
+def test_a_failed_build_releases_its_claim_at_once(tmp_path: Path, server: RedisServer) -> None:
+    RemoteCache(server.url)._client.flushdb()
+    first, second = RemoteCache(server.url), RemoteCache(server.url)
+
+    def fail(tmp: Path) -> None:
+        time.sleep(0.3)
+        raise RuntimeError("compiler error")
+
+    calls: list[str] = []
+    with ThreadPoolExecutor(2) as pool:
+        failing = pool.submit(Cache(tmp_path / "a", remote=first).entry, "cpp", {"k": "v"}, fail)
+        time.sleep(0.1)
+        start = time.monotonic()
+        later = Cache(tmp_path / "b", remote=second)
+        later.entry("cpp", {"k": "v"}, _writer("v", calls))  # type: ignore[arg-type]
+        waited = time.monotonic() - start
+    with pytest.raises(RuntimeError, match="compiler error"):
+        failing.result()
+    assert calls == ["v"] and later.builds == 1 and waited < 2.0
+    assert not second._client.keys("building:*")
