@@ -22,6 +22,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, final
@@ -115,13 +116,22 @@ class RemoteCache:
     ) -> None:
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise InvalidOption("polyduct", "remote_cache", url, "a redis://host:port/db URL")
-        import redis  # an optional dependency: only a configured remote cache needs it
+        try:
+            import redis  # an optional dependency: only a configured remote cache needs it
+        except ImportError:
+            raise InvalidOption(
+                "polyduct",
+                "remote_cache",
+                url,
+                "usable once the client is installed: pip install 'polyduct[remote]' (redis>=5,<9)",
+            ) from None
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
         self.url = url
         self.max_entry_bytes, self.claim_s = max_entry_bytes, claim_s
         self._claims: dict[str, bytes] = {}
+        self.pulled_from: Counter[str] = Counter()  # pulls by namespace
         self._client = redis.Redis.from_url(
             url,
             socket_connect_timeout=connect_timeout,
@@ -163,6 +173,7 @@ class RemoteCache:
             return None
         if self._install(data, final, valid):
             self.pulled += 1
+            self.pulled_from[namespace] += 1
             return final
         self.rejected += 1
         return None
