@@ -2,9 +2,10 @@
 
     python -m bench.fleet [--procs 4] [--models gpt2,bert,llama] [--out bench/results/fleet.json]
 
-Runs three scenarios, each with `--procs` processes started together, each with its own empty
-local cache (cold): `local` (no remote cache), `remote` (one fresh redis-server shared by all) and
-`remote-killed` (the same, with the server killed `--kill-after` seconds into the run). Each
+Runs four scenarios, each with `--procs` processes started together, each with its own empty
+local cache (cold): `local` (no remote cache), `remote` (one fresh redis-server shared by all),
+`remote-warm` (a second fleet against the store the first one filled) and `remote-killed` (a fresh
+server, killed once it holds `--kill-at` entries, mid-run). Each
 process compiles every model (transformers models built from small configs with random weights,
 nothing downloaded) with `torch.compile(backend="polyduct")`, runs it once and checks it against
 eager. Needs `pip install transformers` and `redis-server` (bash scripts/redis.sh install).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -76,7 +78,7 @@ def worker(models: list[str], out: Path) -> None:
     from polyduct.cache import default_root
 
     start = time.perf_counter()
-    errors = {}
+    errors: dict[str, float] = {}
     for name in models:
         torch.manual_seed(0)
         model, inputs = _model(name)
@@ -92,8 +94,10 @@ def worker(models: list[str], out: Path) -> None:
     }
     remote = remote_cache.default_remote()
     pulled = dict(remote.pulled_from) if remote is not None else {}
+    cpu = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     result = {
         "seconds": time.perf_counter() - start,
+        "cpu_s": sum(u.ru_utime + u.ru_stime for u in cpu),
         "max_abs_error": errors,
         "built": {ns: n - pulled.get(ns, 0) for ns, n in sorted(entries.items())},
         "pulled": pulled,
@@ -130,9 +134,7 @@ def _run_fleet(
             )
         )
     if kill is not None:
-        server, after = kill
-        time.sleep(after)
-        server.stop()
+        _kill_when_filled(kill[0], kill[1], [proc for _, proc in running])
     results = []
     for i, (started, proc) in enumerate(running):
         _, err = proc.communicate()
@@ -146,11 +148,23 @@ def _run_fleet(
     return results
 
 
+def _kill_when_filled(server: RedisServer, entries: int, procs: list[Any]) -> None:
+    """Kill the store once it holds `entries` entries (or all processes ended)."""
+    import redis
+
+    client = redis.Redis.from_url(server.url)
+    while any(p.poll() is None for p in procs):
+        if len(client.keys("polyduct:*")) >= entries:
+            break
+        time.sleep(0.1)
+    server.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--kill-after", type=float, default=15.0)
+    parser.add_argument("--kill-at", type=int, default=3, help="entries in the store")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -161,17 +175,17 @@ def main(argv: list[str] | None = None) -> None:
     report: dict[str, Any] = {"procs": args.procs, "models": models}
     with tempfile.TemporaryDirectory(prefix="polyduct-fleet-") as tmp:
         work = Path(tmp)
-        for scenario in ("local", "remote", "remote-killed"):
-            (work / scenario).mkdir()
-            server = None if scenario == "local" else RedisServer(work / scenario)
-            kill = (server, args.kill_after) if scenario == "remote-killed" else None
-            try:
-                url = None if server is None else server.url
+        shared = RedisServer(work)
+        try:
+            for scenario in ("local", "remote", "remote-warm", "remote-killed"):
+                (work / scenario).mkdir()
+                server = RedisServer(work / scenario) if scenario == "remote-killed" else shared
+                kill = (server, args.kill_at) if scenario == "remote-killed" else None
+                url = None if scenario == "local" else server.url
                 report[scenario] = _run_fleet(args.procs, models, work / scenario, url, kill)
-            finally:
-                if server is not None:
-                    server.stop()
-            _print(scenario, report[scenario])
+                _print(scenario, report[scenario])
+        finally:
+            shared.stop()
     if args.out is not None:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from polyduct.aot import compile_and_package, load_package
-from polyduct.errors import PackageError, PackagingUnsupported
+from polyduct.errors import InputMismatch, PackageError, PackagingUnsupported
 from polyduct.package_format import MANIFEST
 
 LOADER = """
@@ -179,3 +179,15 @@ def test_a_backend_that_cannot_load_prebuilt_kernels_is_refused(tmp_path: Path) 
     with pytest.raises(PackagingUnsupported, match="kernel backend 'triton' cannot load prebuilt"):
         compile_and_package(ep, tmp_path / "t.polyduct", {"kernels": "triton"})
     assert not (tmp_path / "t.polyduct").exists()
+
+
+def test_dynamic_dimensions_stay_dynamic(tmp_path: Path) -> None:
+    model = nn.Sequential(nn.Linear(8, 8), nn.GELU(), nn.LayerNorm(8))
+    batch = torch.export.Dim("batch", min=2, max=64)
+    ep = torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes=({0: batch},))
+    prog = load_package(compile_and_package(ep, tmp_path / "dyn.polyduct"))
+    for n in (3, 17):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(prog(x), model(x))
+    with pytest.raises(InputMismatch, match="expected"):
+        prog(torch.randn(5, 9))
