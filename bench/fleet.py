@@ -199,7 +199,7 @@ def _print(scenario: str, results: list[dict[str, Any]]) -> None:
         print(
             f"  process {i}: built {built:3d} ({r['built'].get('cpp', 0)} C++ libraries), "
             f"pulled {pulled:3d} (waited {r['waited']}), wall {r['wall_s']:6.1f} s, "
-            f"max |err| {err:.1e}, remote warnings {r['remote_warnings']}"
+            f"CPU {r['cpu_s']:5.1f} s, max |err| {err:.1e}, remote warnings {r['remote_warnings']}"
         )
 
 

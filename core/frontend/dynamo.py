@@ -18,6 +18,8 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct import plugins as plugin_mod
+from polyduct.cudagraphs import CudaGraphed
+from polyduct.errors import InvalidOption
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.options import FrontendOptions
@@ -28,10 +30,16 @@ def polyduct_backend(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
     options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
+    mode: str | None = None,
 ) -> Callable[..., Any]:
-    """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers."""
-    opts = FrontendOptions.from_mapping(options)
+    """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers.
+
+    `mode` is torch.compile's: "reduce-overhead" and "max-autotune" turn on CUDA graphs (as
+    under Inductor), "default" and "max-autotune-no-cudagraphs" change nothing.
+    """
+    if mode not in MODES:
+        raise InvalidOption("polyduct", "mode", mode, ", ".join(str(m) for m in MODES))
+    opts = FrontendOptions.from_mapping({**(options or {}), **MODES[mode]})
     plugins = plugin_mod.load()
     opts.validate(plugins)
 
@@ -39,8 +47,12 @@ def polyduct_backend(
 
     def compiler_for(name: str) -> Callable[..., Any]:
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-            compiled = compile_graph(graph, inputs, opts, next(position), name)
-            return make_boxed_func(compiled.fn)
+            index = next(position)
+            compiled = compile_graph(graph, inputs, opts, index, name)
+            fn = compiled.fn
+            if opts.cudagraphs:
+                fn = CudaGraphed(fn, f"{name} graph {index}")
+            return make_boxed_func(fn)
 
         return compiler
 
@@ -52,6 +64,15 @@ def polyduct_backend(
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)
+
+
+MODES: dict[str | None, dict[str, Any]] = {
+    None: {},
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"cudagraphs": True},
+    "max-autotune-no-cudagraphs": {},
+}
 
 
 def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:
