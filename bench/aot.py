@@ -4,14 +4,16 @@
 
 Exports one model (a pre-norm MLP block stack with a softmax head), packages it with
 `polyduct.aot.compile_and_package` and with `torch._inductor.aoti_compile_and_package`, then, in
-fresh processes (`--repeats` each), times `import torch`, loading the package, the first call and
-the median of later calls, and checks the outputs against eager.
+fresh processes (`--repeats` each, one OpenMP thread each), times `import torch`, loading the
+package, the first call and the median of later calls, and checks the outputs against eager.
+Packaging starts from empty caches (both compile cold).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,15 +31,15 @@ RUNNER = """
 import sys, time, json
 t0 = time.perf_counter()
 import torch
-t1 = time.perf_counter()
 kind, path, inputs_path = sys.argv[1:4]
+x = torch.load(inputs_path)
+t1 = time.perf_counter()
 if kind == "polyduct":
     from polyduct.aot import load_package
     fn = load_package(path)
 else:
     fn = torch._inductor.aoti_load_package(path)
 t2 = time.perf_counter()
-x = torch.load(inputs_path)
 out = fn(x)
 t3 = time.perf_counter()
 calls = []
@@ -82,6 +84,7 @@ def _package(kind: str, ep: torch.export.ExportedProgram, path: Path) -> float:
 def _fresh_process(kind: str, path: Path, inputs: Path) -> dict[str, float]:
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, kind, str(path), str(inputs)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         check=False,
@@ -104,6 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     want = model(x)
     report: dict[str, Any] = {"model": f"2 MLP blocks + softmax head, dim {DIM}, batch {BATCH}"}
     with tempfile.TemporaryDirectory(prefix="polyduct-aot-bench-") as tmp:
+        # cold compiles: both compilers' caches start empty
+        os.environ["POLYDUCT_CACHE_DIR"] = str(Path(tmp) / "polyduct-cache")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor-cache")
         inputs = Path(tmp) / "x.pt"
         torch.save(x, inputs)
         for kind in ("polyduct", "aotinductor"):
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                 row[key] = statistics.median(r[key] for r in runs)
             got = torch.load(str(inputs) + f".{kind}.out")
             got = got[0] if isinstance(got, (list, tuple)) else got
-            row["max_abs_error"] = float((got - want).abs().max())
+            row["max_abs_error"] = float((got - want).abs().max().detach())
             report[kind] = row
             print(kind, json.dumps(row))
     if args.out is not None:

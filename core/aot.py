@@ -68,7 +68,8 @@ def compile_and_package(
 def _package_kernels(
     sources: Sequence[KernelSource], opts: Any, members: dict[str, bytes]
 ) -> dict[str, dict[str, Any]]:
-    """Each kernel backend's compiled files, into `members`; backend name -> its options."""
+    """Each kernel backend's compiled files, into `members`; backend name -> its options and
+    the distribution it comes from (the only plugins a load imports)."""
     plugins = plugin_mod.load()
     by_backend: dict[str, list[KernelSource]] = {}
     for src in sources:
@@ -81,7 +82,8 @@ def _package_kernels(
         files = plugins.kernel_backend(name, backend_opts).package(group)
         for rel, data in files.items():
             members[f"{KERNELS}/{name}/{rel}"] = data
-        used[name] = _plain(backend_opts)
+        origin = plugins.kernel_backends.origin(name)
+        used[name] = {"options": _plain(backend_opts), "distribution": origin.distribution}
     return used
 
 
@@ -227,12 +229,14 @@ def load_package(path: str | Path) -> AotProgram:
 
 def _packaged_loader(backends: Mapping[str, Mapping[str, Any]], root: Path) -> KernelLoader:
     """Kernel definitions -> callables, from each backend's packaged files under `root`."""
-    plugins = plugin_mod.load()
+    strict = plugin_mod.PluginOptions.from_env().strict
+    only = frozenset(str(b["distribution"]) for b in backends.values())
+    plugins = plugin_mod.load(plugin_mod.PluginOptions(strict=strict, only=only))
 
     def load_kernels(defs: Sequence[KernelDefinition]) -> dict[str, KernelFn]:
         loaded: dict[str, KernelFn] = {}
         for name in sorted({d.backend for d in defs}):
-            backend = plugins.kernel_backend(name, dict(backends.get(name, {})))
+            backend = plugins.kernel_backend(name, dict(backends[name]["options"]))
             group = [KernelSource(d.name, d.backend, d.source) for d in defs if d.backend == name]
             loaded.update(backend.load_packaged(group, root / name))
         return loaded

@@ -169,7 +169,9 @@ def test_the_package_holds_the_wrapper_kernels_and_tensors(package: Path) -> Non
         "norm.bias",
         "steps",
     }
-    assert manifest["program"]["kernel_backends"] == {"cpp": {}}
+    assert manifest["program"]["kernel_backends"] == {
+        "cpp": {"options": {}, "distribution": "polyduct-cpp"}
+    }
 
 
 def test_a_backend_that_cannot_load_prebuilt_kernels_is_refused(tmp_path: Path) -> None:
