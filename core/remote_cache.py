@@ -179,7 +179,10 @@ class RemoteCache:
         return None
 
     def _install(self, data: bytes, final: Path, valid: Callable[[Path], bool]) -> bool:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-remote-", dir=final.parent))
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{final.name[:16]}-remote-", dir=final.parent))
+        except OSError:  # a full disk: the local build will say so
+            return False
         try:
             try:
                 unpack(data, tmp)
@@ -201,7 +204,10 @@ class RemoteCache:
         """Upload the local entry (overwriting what the store held under its key)."""
         if self.disabled is not None or self.read_only is not None:
             return
-        data = pack(entry)
+        try:
+            data = pack(entry)
+        except OSError:  # the entry went away meanwhile: nothing to share
+            return
         if len(data) > self.max_entry_bytes:
             return
         try:
