@@ -66,10 +66,11 @@ def _eager(inputs: dict[str, Any], calls: int) -> list[Any]:
     return [net(*inputs["args"], **inputs["kwargs"]) for _ in range(calls)]
 
 
-def test_a_fresh_process_with_no_compiler_runs_the_package(package: Path, tmp_path: Path) -> None:
-    inputs = _inputs(1)
+def _run_fresh(package: Path, inputs: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Load and call the package twice in a fresh process with no compiler on PATH."""
     torch.save(inputs, tmp_path / "in.pt")
-    env = {k: v for k, v in os.environ.items() if k not in ("PATH", "POLYDUCT_CACHE_DIR")}
+    drop = ("PATH", "POLYDUCT_CACHE_DIR", "CC", "CXX")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(PATH=str(tmp_path / "empty"), POLYDUCT_CACHE_DIR=str(tmp_path / "cache"))
     done = subprocess.run(
         [sys.executable, "-c", LOADER, str(package), str(tmp_path / "in.pt"), str(tmp_path / "o")],
@@ -80,11 +81,30 @@ def test_a_fresh_process_with_no_compiler_runs_the_package(package: Path, tmp_pa
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    got = torch.load(tmp_path / "o")
+    got: dict[str, Any] = torch.load(tmp_path / "o")
     assert not got["dynamo"], "loading a package imported Dynamo"
     assert not (tmp_path / "cache").exists(), "loading a package compiled into the cache"
+    return got
+
+
+def test_a_fresh_process_with_no_compiler_runs_the_package(package: Path, tmp_path: Path) -> None:
+    inputs = _inputs(1)
+    got = _run_fresh(package, inputs, tmp_path)
     torch.testing.assert_close(got["outs"], _eager(inputs, 2))
     assert got["outs"][1]["stats"][1] == 7
+
+
+def test_halide_kernels_package_too(tmp_path: Path) -> None:
+    pytest.importorskip("polyduct_halide")
+    torch.manual_seed(0)
+    example = _inputs(0)
+    ep = torch.export.export(Net(), example["args"], example["kwargs"])
+    path = compile_and_package(ep, tmp_path / "net.polyduct", {"kernels": "halide"})
+    with zipfile.ZipFile(path) as archive:
+        assert "kernels/halide/kernels.json" in archive.namelist()
+    inputs = _inputs(3)
+    got = _run_fresh(path, inputs, tmp_path)
+    torch.testing.assert_close(got["outs"], _eager(inputs, 2), atol=1e-5, rtol=1e-5)
 
 
 def test_keywords_in_any_order_and_a_wrong_structure_is_refused(package: Path) -> None:
