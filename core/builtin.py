@@ -7,6 +7,7 @@ is recorded against this distribution without hiding the other.
 
 from __future__ import annotations
 
+from polyduct.errors import InvalidOption
 from polyduct.hookspecs import (
     KernelBackendSpec,
     Options,
@@ -19,6 +20,10 @@ from polyduct.wrapper import WrapperBackend
 
 def _reference_factory(options: Options) -> KernelBackend:
     from polyduct.reference.backend import ReferenceBackend
+
+    if options:  # a misspelt option is never ignored
+        first = min(options)
+        raise InvalidOption("reference", first, options[first], "no options (it takes none)")
 
     return ReferenceBackend()
 

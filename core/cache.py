@@ -13,6 +13,7 @@ another user owns it or others can write it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -160,6 +161,8 @@ class Cache:
         if not self._valid(entry, canonical):
             return None
         self.hits += 1
+        with contextlib.suppress(OSError):  # the last use, for LRU eviction (polyduct.cache_admin)
+            os.utime(entry)
         return entry
 
     @staticmethod

@@ -1,6 +1,7 @@
 """The `polyduct` command: `backends`, `ops`, and subcommands other modules own.
 
-`conformance` lives in `polyduct.conformance.cli` and `bench` in `polyduct.bench.cli`; each such
+`conformance` lives in `polyduct.conformance.cli`, `cache` in `polyduct.cache_admin` and `bench` in
+`polyduct.bench.cli`; each such
 module provides `add_parser(subparsers)` and `run(args) -> int`. They are imported lazily and a
 subcommand whose module is not installed is left out.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -24,6 +26,7 @@ from polyduct.plugins import PluginOptions, Plugins, load_fresh
 
 EXTERNAL_COMMANDS: tuple[tuple[str, str], ...] = (
     ("conformance", "polyduct.conformance.cli"),
+    ("cache", "polyduct.cache_admin"),
     ("bench", "polyduct.bench.cli"),
 )
 PIPE_ESCAPE = "\\|"  # a literal | inside a Markdown table cell
@@ -65,6 +68,53 @@ def _print_backends(plugins: Plugins, verbose: bool, out: TextIO) -> None:
                 print("    " + error.traceback.rstrip().replace("\n", "\n    "), file=out)
 
 
+def backends_json(plugins: Plugins) -> dict[str, object]:
+    """What `polyduct backends --json` prints: every registered item, its origin, load errors."""
+
+    def origin(registry: object, name: str) -> dict[str, str]:
+        where = registry.origin(name)  # type: ignore[attr-defined]
+        return {"distribution": where.distribution, "version": where.version}
+
+    kernels = []
+    for name, spec in plugins.kernel_backends.items():
+        caps = spec.backend_cls.caps
+        kernels.append(
+            {
+                "name": name,
+                **origin(plugins.kernel_backends, name),
+                "devices": sorted(caps.devices),
+                "dtypes": sorted(str(d).removeprefix("torch.") for d in caps.dtypes),
+                "unsupported": dict(sorted(caps.unsupported.items())),
+                "description": spec.description,
+            }
+        )
+    wrappers = [
+        {"name": name, **origin(plugins.wrapper_backends, name), "description": w.description}
+        for name, w in plugins.wrapper_backends.items()
+    ]
+    overrides = [
+        {"name": name, **origin(plugins.override_sets, name), "ops": sorted(o.overrides)}
+        for name, o in plugins.override_sets.items()
+    ]
+    errors = [
+        {
+            "distribution": e.distribution,
+            "version": e.version,
+            "entry_point": e.entry_point,
+            "stage": e.stage,
+            "message": e.message,
+            "traceback": e.traceback,
+        }
+        for e in plugins.errors
+    ]
+    return {
+        "kernel_backends": kernels,
+        "wrapper_backends": wrappers,
+        "override_sets": overrides,
+        "load_errors": errors,
+    }
+
+
 def _run_backends(args: argparse.Namespace) -> int:
     options = PluginOptions.from_env()  # the entry point: the environment is read here, once
     if args.strict:
@@ -74,7 +124,10 @@ def _run_backends(args: argparse.Namespace) -> int:
     except PluginLoadError as exc:  # strict mode: report the first failure, not a traceback
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    _print_backends(plugins, args.verbose, sys.stdout)
+    if args.json:
+        print(json.dumps(backends_json(plugins), indent=1))
+    else:
+        _print_backends(plugins, args.verbose, sys.stdout)
     return 1 if plugins.errors else 0
 
 
@@ -109,7 +162,11 @@ def ops_markdown() -> str:
 
 
 def _run_ops(args: argparse.Namespace) -> int:
-    text = ops_markdown() if args.markdown else _ops_text()
+    if args.json:
+        rows = [{"name": n, "signature": s, "semantics": d} for n, s, d in op_reference()]
+        text = json.dumps(rows, indent=1) + "\n"
+    else:
+        text = ops_markdown() if args.markdown else _ops_text()
     if args.output:
         with open(args.output, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -134,16 +191,27 @@ def _external(module_name: str) -> ModuleType | None:
         raise
 
 
+def version_text() -> str:
+    """`polyduct 0.1.0 (torch 2.13.0, Python 3.11.9)`."""
+    from polyduct import __version__
+
+    python = ".".join(str(v) for v in sys.version_info[:3])
+    return f"polyduct {__version__} (torch {torch.__version__}, Python {python})"
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Runner]]:
     """The argument parser and subcommand name -> runner."""
     parser = argparse.ArgumentParser(prog="polyduct", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=version_text())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     runners: dict[str, Runner] = {"backends": _run_backends, "ops": _run_ops}
     backends = sub.add_parser("backends", help="installed kernel and wrapper backends")
     backends.add_argument("-v", "--verbose", action="store_true", help="tracebacks, details")
     backends.add_argument("--strict", action="store_true", help="fail on the first load error")
+    backends.add_argument("--json", action="store_true", help="machine-readable output")
     ops = sub.add_parser("ops", help="the op set with the semantics of each op")
     ops.add_argument("--markdown", action="store_true", help="Markdown (docs/ops.md)")
+    ops.add_argument("--json", action="store_true", help="JSON: name, signature, semantics")
     ops.add_argument("-o", "--output", help="write to this file instead of stdout")
     for command, module_name in EXTERNAL_COMMANDS:
         module = _external(module_name)

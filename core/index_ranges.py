@@ -75,6 +75,8 @@ class RangeSimplifier:
             return self._floordiv(*args)
         if isinstance(expr, ModularIndexing):
             return self._modular(*args)
+        if isinstance(expr, sympy.Add):
+            return _recombine(sympy.Add(*args))
         return expr.func(*args) if args != expr.args else expr
 
     def _floordiv(self, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr:
@@ -86,7 +88,25 @@ class RangeSimplifier:
                 if low[1] < d:
                     return sympy.expand(whole / d)
                 return sympy.expand(whole / d) + FloorDiv(rest, divisor)
+            coarse = self._coarse(base, d)
+            if coarse is not None:
+                return coarse
         return FloorDiv(base, divisor)
+
+    def _coarse(self, base: sympy.Expr, d: int) -> sympy.Expr | None:
+        """`(g*a + b) // d` as `a // (d / g)` when g divides d and `0 <= b < g`: the small
+        terms never carry into a multiple of g (`(128*x0 + x1) // 16384` with x1 < 128 is
+        `x0 // 128`)."""
+        for term in sympy.Add.make_args(base):
+            g, _ = term.as_coeff_Mul()
+            if not g.is_Integer or int(g) <= 1 or d % int(g):
+                continue
+            whole, rest = _split(base, int(g))
+            low = self.range(rest)
+            if whole is not None and low is not None and low[0] >= 0 and low[1] < int(g):
+                inner = sympy.expand(whole / int(g))
+                return inner if d == int(g) else self._floordiv(inner, sympy.Integer(d // int(g)))
+        return None
 
     def _modular(self, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr) -> sympy.Expr:
         quotient = self._floordiv(base, divisor)
@@ -123,6 +143,22 @@ class RangeSimplifier:
                 lo, hi = inner[0] // d, inner[1] // d
                 return (lo, hi) if hi < m else (0, m - 1)
         return None
+
+
+def _recombine(expr: sympy.Expr) -> sympy.Expr:
+    """`c*d*FloorDiv(x, d) + c*ModularIndexing(x, 1, d)` back into `c*x` (a flat index split
+    into a row and a column, then joined again by the next view)."""
+    if not isinstance(expr, sympy.Add):
+        return expr
+    terms = {t: t.as_coeff_Mul() for t in expr.args}
+    for term, (c_mod, mod) in terms.items():
+        if not (isinstance(mod, ModularIndexing) and mod.args[1] == 1 and mod.args[2].is_Integer):
+            continue
+        x, d = mod.args[0], mod.args[2]
+        div = c_mod * d * FloorDiv(x, d)
+        if div in terms:
+            return _recombine(expr - term - div + c_mod * x)
+    return expr
 
 
 def _split(expr: sympy.Expr, d: int) -> tuple[sympy.Expr | None, sympy.Expr]:

@@ -243,6 +243,20 @@ class CIndexPrinter(StrPrinter):
     def _print_Integer(self, expr: sympy.Integer) -> str:
         return str(int(expr))
 
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return self._fold(expr.args, "<")
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return self._fold(expr.args, ">")
+
+    def _fold(self, args: Sequence[sympy.Basic], better: str) -> str:
+        """min / max of index expressions (a sliding window's start, `Max(0, s0 - 15)`) as
+        nested conditionals, which every C-family language has."""
+        first, *rest = (str(self._print(a)) for a in args)
+        for item in rest:
+            first = f"(({first}) {better} ({item}) ? ({first}) : ({item}))"
+        return first
+
 
 class PythonIndexPrinter(CIndexPrinter):
     """Prints an index expression as Python source with `//` for floor division."""
@@ -254,6 +268,22 @@ class PythonIndexPrinter(CIndexPrinter):
     def _print_ModularIndexing(self, expr: ModularIndexing) -> str:
         base, divisor, modulus = (self._print(a) for a in expr.args)
         return f"((({base}) // ({divisor})) % ({modulus}))"
+
+    min_fn, max_fn = "min", "max"
+    """What min and max of index expressions call: Python's builtins; a printer for a kernel
+    language (Triton, Halide) names its own."""
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return self._call(self.min_fn, expr.args)
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return self._call(self.max_fn, expr.args)
+
+    def _call(self, fn: str, args: Sequence[sympy.Basic]) -> str:
+        first, *rest = (str(self._print(a)) for a in args)
+        for item in rest:
+            first = f"{fn}({first}, {item})"
+        return first
 
 
 _PRINTER_ATTRS = frozenset(vars(CIndexPrinter()))

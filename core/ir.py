@@ -190,14 +190,16 @@ class IRGraph:
         self.buffers[name] = BufferInfo(name, kind, layout)
         return name
 
-    def realize(self, value: TensorValue) -> StorageView:
-        """`value` as a strided view of a buffer; a lazy value becomes a pointwise node."""
+    def realize(self, value: TensorValue, layout: Layout | None = None) -> StorageView:
+        """`value` as a strided view of a buffer; a lazy value becomes a pointwise node writing
+        `layout` (row-major by default). A value is computed once: later calls get that view."""
         if isinstance(value, StorageView):
             return value
         done = self._realized.get(id(value))
         if done is not None:
             return done[1]
-        view = self.realize_as(value, Layout.contiguous(value.size, value.dtype, value.device))
+        layout = layout or Layout.contiguous(value.size, value.dtype, value.device)
+        view = self.realize_as(value, layout)
         self._realized[id(value)] = (value, view)
         return view
 

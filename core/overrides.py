@@ -10,6 +10,7 @@ An op is named by its aten overload packet or overload (`aten._softmax`, `aten._
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 from polyduct.codegen import identifier
-from polyduct.errors import UnknownName
+from polyduct.errors import InvalidOption, UnknownName
 from polyduct.ops import OP_NAMES
 
 
@@ -251,6 +252,14 @@ def scope_from_set(name: str, overrides: Mapping[str, Any]) -> Scope:
         elif isinstance(value, str):
             ops.append(OpOverride(op, kernels=value))
         elif isinstance(value, Mapping):
+            known = [f.name for f in dataclasses.fields(OpOverride) if f.name != "op"]
+            for key in sorted(set(value) - set(known)):
+                raise InvalidOption(
+                    f"override set {name!r}",
+                    f"{op}.{key}",
+                    value[key],
+                    "one of " + ", ".join(known),
+                )
             ops.append(OpOverride(op, **value))
         else:
             raise TypeError(f"override set {name!r}: {op!r} -> {type(value).__name__} is invalid")

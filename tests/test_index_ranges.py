@@ -79,3 +79,26 @@ def test_multiples_split_off_a_division_whose_rest_is_not_below_the_divisor() ->
     simple = RangeSimplifier(ranges)(div)
     assert simple == 12 * X[0] + FloorDiv(X[1] + 7, 16)
     assert values(simple, ranges) == values(div, ranges)
+
+
+def test_view_round_trip_of_a_row_block_is_linear() -> None:
+    """(512, 128) seen as (4, 128, 128) and back (BERT's MLP around a GELU): the flat index
+    `x1 + 16384*((128*x0 + x1) // 16384) + 128*(x0 % 128)` is `128*x0 + x1`."""
+    ranges = {X[0]: 512, X[1]: 128}
+    expr = X[1] + 16384 * FloorDiv(128 * X[0] + X[1], 16384) + 128 * ModularIndexing(X[0], 1, 128)
+    got = RangeSimplifier(ranges)(expr)
+    assert got == 128 * X[0] + X[1]
+
+
+def test_small_terms_below_a_coefficient_drop_out_of_a_division() -> None:
+    ranges = {X[0]: 20, X[1]: 8, X[2]: 3}
+    simplify = RangeSimplifier(ranges)
+    for expr in (
+        FloorDiv(8 * X[0] + X[1], 32),
+        FloorDiv(24 * X[0] + 3 * X[1] + X[2], 48),
+        ModularIndexing(8 * X[0] + X[1], 16, 5),
+        16 * FloorDiv(X[0], 16) + ModularIndexing(X[0], 1, 16) + X[1],
+    ):
+        got = simplify(expr)
+        assert values(got, ranges) == values(expr, ranges), (expr, got)
+    assert simplify(FloorDiv(8 * X[0] + X[1], 32)) == FloorDiv(X[0], 4)

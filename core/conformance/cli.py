@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 
 from polyduct.conformance.backends import resolve_backend
 from polyduct.conformance.html import write_html
+from polyduct.conformance.probe import dtype_name
 from polyduct.conformance.report import (
     backend_text,
     summary_line,
@@ -17,7 +19,7 @@ from polyduct.conformance.report import (
     write_json,
     write_junit,
 )
-from polyduct.conformance.runner import BackendReport, Selection, run_backend
+from polyduct.conformance.runner import BackendReport, Selection, run_backend, selected_cells
 from polyduct.conformance.wrappers import check_installed_wrappers
 
 CATEGORIES = (
@@ -69,7 +71,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", type=Path, help="write the results as JSON to this file")
     p.add_argument("--junit", type=Path, help="write JUnit XML to this file")
     p.add_argument("--html", type=Path, help="write the HTML matrix to this file")
-    p.add_argument("-v", "--verbose", action="store_true", help="list every skipped probe")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every skipped cell and probe with its reason",
+    )
     return p  # type: ignore[no-any-return]
 
 
@@ -78,6 +85,22 @@ def selection_from(args: argparse.Namespace) -> Selection:
     return Selection(
         ops=args.ops, dtypes=dtypes, categories=tuple(args.category), fail_fast=args.fail_fast
     )
+
+
+def selection_problem(selection: Selection) -> str:
+    """Why `selection` is a mistake (a bad regex, an unknown dtype, no case at all), or ""."""
+    if selection.ops is not None:
+        try:
+            re.compile(selection.ops)
+        except re.error as exc:
+            return f"--ops {selection.ops!r} is not a regular expression: {exc}"
+    known = sorted({dtype_name(dtype) for _, dtype in selected_cells(Selection())})
+    unknown = [d for d in selection.dtypes if d not in known]
+    if unknown:
+        return f"unknown dtype(s) {', '.join(unknown)}; the suite has: {', '.join(known)}"
+    if not selected_cells(selection):
+        return "the selection matches no case (check --ops, --dtypes and --category)"
+    return ""
 
 
 def _say(text: str) -> None:
@@ -120,6 +143,9 @@ def run(args: argparse.Namespace) -> int:
 
     names = args.backend or load().kernel_backends.names()
     selection = selection_from(args)
+    if problem := selection_problem(selection):
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     reports = []
     findings = wrapper_findings()
     for name in names:

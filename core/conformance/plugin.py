@@ -1,7 +1,8 @@
 """The conformance suite as a pytest plugin: `pytest --polyduct-backend=NAME`.
 
-Enable it from a backend's repository with `pytest_plugins = ["polyduct.conformance.plugin"]` in
-the root `conftest.py` (or `pytest -p polyduct.conformance.plugin`). Each op x dtype cell of each
+It is active wherever polyduct is installed (a `pytest11` entry point); naming it as well, with
+`pytest_plugins = ["polyduct.conformance.plugin"]` in a `conftest.py` or with
+`pytest -p polyduct.conformance.plugin`, is harmless. Each op x dtype cell of each
 selected backend becomes one test item (`conformance[backend-op-dtype]`), plus one static
 completeness item per backend. A backend's whole suite runs once, batched, when its first item
 runs; the items then report their cells, so pytest is as fast as `polyduct conformance`.
@@ -130,6 +131,10 @@ def pytest_collection_modifyitems(
     names = _backend_names(config)
     if not names:
         return
+    from polyduct.conformance.cli import selection_problem
+
+    if problem := selection_problem(_selection(config)):
+        raise pytest.UsageError(f"polyduct conformance: {problem}")
     cells = sorted({(p.op, dtype_name(p.dtype)) for p in all_probes(_selection(config))})
     for backend in names:
         items.append(

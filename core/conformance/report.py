@@ -49,7 +49,7 @@ def backend_text(report: BackendReport, verbose: bool = False) -> list[str]:
     if report.error:
         lines.append(f"  ERROR: {report.error}")
     if report.static is not None:
-        lines += report.static.lines()
+        lines += report.static.lines(verbose)
     for cell in sorted(report.cells.values(), key=lambda c: (c.op, c.dtype)):
         for result in cell.results:
             if result.status == "failed":
@@ -57,9 +57,26 @@ def backend_text(report: BackendReport, verbose: bool = False) -> list[str]:
             elif result.status == "skipped" and verbose:
                 lines.append(f"SKIPPED {result.probe.id}: {result.message}")
     skipped = {(c.op, c.reason) for c in report.cells.values() if c.status == "skipped"}
-    for op, reason in sorted(skipped):
-        lines.append(f"  skipped {op}: {reason}")
+    if verbose:
+        lines += [f"  skipped {op}: {reason}" for op, reason in sorted(skipped)]
+    elif skipped:
+        lines += _skip_summary(report)
     return lines
+
+
+def _skip_summary(report: BackendReport) -> list[str]:
+    """Skipped cells counted by kind of reason (the text before its first colon)."""
+    kinds: dict[str, int] = {}
+    for cell in report.cells.values():
+        if cell.status == "skipped":
+            kind = cell.reason.split(":")[0]
+            for what in ("dtype", "device"):  # one count for all dtypes (devices) not in caps
+                if kind.startswith(f"{what} ") and kind.endswith(f"caps.{what}s"):
+                    kind = f"{what} not in caps.{what}s"
+            kinds[kind] = kinds.get(kind, 0) + 1
+    total = sum(kinds.values())
+    parts = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return [f"  skipped {total} cells ({parts}); -v lists each with its reason"]
 
 
 def table_text(reports: Sequence[BackendReport]) -> list[str]:
@@ -132,20 +149,25 @@ def write_junit(reports: Sequence[BackendReport], path: Path) -> None:
     """JUnit XML: one testsuite per backend, one testcase per op x dtype cell (+ static)."""
     root = ET.Element("testsuites")
     for r in reports:
-        c = r.counts()
+        cells = [c.status for c in r.cells.values()]
+        static_failed = r.static is not None and r.static.failures > 0
         suite = ET.SubElement(
             root,
             "testsuite",
             name=f"polyduct.conformance.{r.backend}",
-            tests=str(sum(c.values())),
-            failures=str(c["failed"]),
-            skipped=str(c["skipped"]),
+            tests=str(len(cells) + 1 + bool(r.error)),  # the cells, `static`, and `load`
+            failures=str(cells.count("failed") + static_failed),
+            errors=str(int(bool(r.error))),
+            skipped=str(cells.count("skipped")),
             time=f"{r.seconds:.3f}",
         )
+        if r.error:
+            load = ET.SubElement(suite, "testcase", classname=f"{r.backend}.load", name="load")
+            ET.SubElement(load, "error", message=r.error.splitlines()[0][:200]).text = r.error
         static = ET.SubElement(suite, "testcase", classname=f"{r.backend}.static", name="static")
-        if r.static is not None and r.static.failures:
+        if static_failed:
             ET.SubElement(static, "failure", message="static completeness").text = "\n".join(
-                r.static.lines()
+                r.static.lines()  # type: ignore[union-attr]
             )
         for cell in sorted(r.cells.values(), key=lambda c: (c.op, c.dtype)):
             case = ET.SubElement(

@@ -12,7 +12,13 @@ import torch
 
 from polyduct.conformance.batch import ProbeResult, Session, Status, run_probes
 from polyduct.conformance.elementwise import elementwise_probes
-from polyduct.conformance.graphs import graph_probes, installed_as, run_graph_probe
+from polyduct.conformance.graphs import (
+    GRAPH_CASES,
+    PREFIX,
+    graph_probes,
+    installed_as,
+    run_graph_probe,
+)
 from polyduct.conformance.other_cases import OTHER
 from polyduct.conformance.probe import ORACLE_DEVICE, Probe, dtype_name
 from polyduct.conformance.randomness import RANDOM
@@ -20,6 +26,8 @@ from polyduct.conformance.reductions import REDUCTIONS
 from polyduct.conformance.special import BASIC
 from polyduct.conformance.static import StaticReport, check_static
 from polyduct.conformance.table import CASES
+from polyduct.handlers.count import OpCounter
+from polyduct.indexing import index_vars
 from polyduct.kernel import KernelBackend
 from polyduct.wrapper import WrapperBackend
 
@@ -87,6 +95,14 @@ class BackendReport:
         return counts
 
 
+def selected_cells(selection: Selection) -> list[tuple[str, torch.dtype]]:
+    """The (op, dtype) rows the selection asks for, from the case tables (no input is built)."""
+    rows = [(c.op, c.category, d) for c in CASES for d in c.domain]
+    rows += [(s.op, s.category, d) for s in SPECIAL for d in s.domain]
+    rows += [(PREFIX + g.name, "graph", g.dtype) for g in GRAPH_CASES]
+    return [(op, dtype) for op, category, dtype in rows if selection.wants(op, category, dtype)]
+
+
 def all_probes(selection: Selection) -> list[Probe]:
     """Every probe the selection asks for, elementwise rows then special builders."""
     probes: list[Probe] = []
@@ -102,10 +118,26 @@ def all_probes(selection: Selection) -> list[Probe]:
     return probes
 
 
+def probe_ops(probe: Probe) -> set[str]:
+    """The op-set ops a probe's kernel calls (its stage bodies traced with an `OpCounter`)."""
+    counter = OpCounter()
+    xs = index_vars("x", len(probe.ranges))
+    rs = index_vars("r", len(probe.reduction_ranges))
+    try:
+        for _, body in probe.stages:
+            body(counter, xs, rs)
+    except Exception:  # noqa: BLE001 -- a body that needs real values: run it and see
+        return set()
+    return set(counter.counts)
+
+
 def _skip_reason(backend: KernelBackend, probe: Probe, device: str) -> str:
     caps = backend.caps
     if probe.op in caps.unsupported:
         return f"declared unsupported: {caps.unsupported[probe.op]}"
+    needed = sorted(probe_ops(probe) & set(caps.unsupported)) if caps.unsupported else []
+    if needed:
+        return f"declared unsupported: the case also needs {', '.join(needed)}"
     if probe.dtype not in caps.dtypes:
         return f"dtype {dtype_name(probe.dtype)} not in caps.dtypes"
     if device not in caps.devices:
@@ -197,9 +229,10 @@ def _run_graphs(
             why = f"{report.backend!r} is not the installed backend of that name (torch.compile)"
             _record(report, [ProbeResult(probe, "skipped", why)])
             continue
-        problems, seconds = run_graph_probe(probe, name, report.device)
-        status: Status = "failed" if problems else "passed"
-        _record(report, [ProbeResult(probe, status, "\n".join(problems))])
+        problems, seconds, fallbacks = run_graph_probe(probe, name, report.device)
+        status: Status = "failed" if problems else "skipped" if fallbacks else "passed"
+        why = "declared unsupported: " + "; ".join(fallbacks) if fallbacks else ""
+        _record(report, [ProbeResult(probe, status, "\n".join(problems) or why)])
         if progress is not None:
             progress(f"  {report.backend} {probe.op:<28} {status:<7} {seconds:6.2f}s")
 

@@ -26,7 +26,8 @@ class StaticReport:
         wrappers = sum(len(v) for v in self.wrapper_missing.values())
         return len(self.missing) + len(self.extra) + wrappers
 
-    def lines(self) -> list[str]:
+    def lines(self, verbose: bool = True) -> list[str]:
+        """The findings; without `verbose`, declared-unsupported ops are named on one line."""
         defined = len(OP_NAMES) - len(self.missing) - len(self.unsupported)
         head = f"static: {defined}/{len(OP_NAMES)} ops defined by {self.ops_cls}, "
         out = [head + f"{len(self.unsupported)} declared unsupported"]
@@ -34,8 +35,10 @@ class StaticReport:
             out.append(f"  MISSING ops ({len(self.missing)}): {', '.join(self.missing)}")
         if self.extra:
             out.append(f"  public names that are not ops: {', '.join(self.extra)}")
-        for op, why in sorted(self.unsupported.items()):
-            out.append(f"  unsupported {op}: {why}")
+        if verbose:
+            out += [f"  unsupported {op}: {why}" for op, why in sorted(self.unsupported.items())]
+        elif self.unsupported:
+            out.append(f"  unsupported: {', '.join(sorted(self.unsupported))} (-v: reasons)")
         for wrapper, lines in sorted(self.wrapper_missing.items()):
             if not lines:
                 out.append(f"  wrapper {wrapper!r}: all {len(LINE_TYPES)} Wrapper IR line types ok")

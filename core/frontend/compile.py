@@ -17,9 +17,11 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from polyduct import plugins as plugin_mod
 from polyduct import remote_cache
+from polyduct.errors import UnsupportedOp
 from polyduct.frontend import (
     lowerings_index,
     lowerings_matmul,
@@ -42,13 +44,14 @@ from polyduct.frontend.wrapper_gen import build_program
 from polyduct.handlers.count import OpCounter
 from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
+from polyduct.logs import log_output_code
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
 from polyduct.python_wrapper import CompiledModule
 from polyduct.wrapper_ir import WrapperProgram
 
 LOG = logging.getLogger("polyduct.frontend")
-"""Logs each compiled graph's kernel count and extern fallbacks (with why) at INFO."""
+"""The pipeline of each compiled graph at INFO (`TORCH_LOGS="polyduct"`, see polyduct.logs)."""
 
 
 def core_lowerings() -> dict[str, LoweringFn]:
@@ -138,12 +141,17 @@ def compile_graph(
     wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
     lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
     graph = lowering.run(gm)
+    title = f"{graph_name} graph {graph_index}"
+    LOG.info("%s: lowered %d FX nodes to %d IR nodes", title, len(gm.graph.nodes), len(graph.nodes))
     total_outputs = len(graph.outputs)
     constants = _take_constant_outputs(graph)
     planned = plan(graph, _schedule_segments(graph, lowering.barriers))
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
     backend_opts = {kernels: dict(options.kernel_options) if kernels == default_kernels else {}}
-    sources = _codegen(specs, resolver, kernels, plugins, backend_opts)
+    sources = _codegen(specs, resolver, kernels, plugins, backend_opts, lowering.report)
+    LOG.info(
+        "%s: %d kernels (%s); wrapper %s", title, len(specs), _by_backend(sources), wrapper_name
+    )
     int_inputs = {k: v for k, v in lowering.int_inputs.items() if isinstance(v, sympy.Expr)}
     program = build_program(
         graph, planned, sources, int_inputs, lowering.seeds, options.debug_asserts
@@ -162,16 +170,19 @@ def compile_graph(
         specs, sources, program, lowering.report, fn, source, graph_name, graph_index,
         attrs, constants, total_outputs,
     )
-    LOG.info(
-        "%s graph %d: %d kernels; extern calls:\n%s",
-        graph_name,
-        graph_index,
-        compiled.kernel_count,
-        lowering.report,
-    )
+    LOG.info("%s: %d kernels; extern calls:\n%s", title, compiled.kernel_count, lowering.report)
+    log_output_code(title, source, getattr(built, "path", None), sources.values())
     if options.observer is not None:
         options.observer(compiled)
     return compiled
+
+
+def _by_backend(sources: Mapping[str, KernelSource]) -> str:
+    """`cpp: 3, reference: 1` for the log."""
+    counts: dict[str, int] = {}
+    for source in sources.values():
+        counts[source.backend] = counts.get(source.backend, 0) + 1
+    return ", ".join(f"{name}: {n}" for name, n in sorted(counts.items())) or "none"
 
 
 def _schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> list[Item]:
@@ -197,6 +208,7 @@ def _codegen(
     default: str,
     plugins: Any,
     backend_opts: dict[str, dict[str, Any]],
+    report: FallbackReport,
 ) -> dict[str, KernelSource]:
     """Each kernel's source, from the backend a scoped override picks for it (or `default`)."""
     instances: dict[str, KernelBackend] = {}
@@ -205,7 +217,7 @@ def _codegen(
         if spec.name in sources:  # a structurally identical kernel (kernel_plan): same source
             continue
         name = resolver.kernel_backend(*kernel_contents(spec)) if resolver.chain else None
-        name = name or default
+        name = _supporting(spec, name or default, plugins, report)
         if name not in instances:
             backend_opts.setdefault(name, {})
             instances[name] = plugins.kernel_backend(name, backend_opts[name])
@@ -214,6 +226,28 @@ def _codegen(
 
 
 AUTO_KERNELS = {"cuda": ("triton", "reference"), "cpu": ("cpp", "reference")}
+
+
+def _supporting(spec: KernelSpec, name: str, plugins: Any, report: FallbackReport) -> str:
+    """`name`, or when that backend declares an op of `spec` unsupported, another installed backend
+    for the kernel's device that supports them all (the device's default first, the reference
+    backend last), recorded in `report`. A backend can so be built one op at a time."""
+    declared = plugins.kernel_backends.get(name).backend_cls.caps.unsupported
+    if not declared:
+        return name
+    uses = kernel_contents(spec)[1]
+    needed = sorted(uses & set(declared))
+    if not needed:
+        return name
+    installed = plugins.kernel_backends.names()
+    preferred = [n for n in AUTO_KERNELS.get(spec.device, ()) if n in installed]
+    other: str
+    for other in [*preferred, *sorted(installed)]:
+        caps = plugins.kernel_backends.get(other).backend_cls.caps
+        if spec.device in caps.devices and not uses & set(caps.unsupported):
+            report.add_kernel(spec.name, name, needed, other)
+            return other
+    raise UnsupportedOp(needed[0], name, f"no installed backend supports {needed}", spec.name)
 
 
 def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: str) -> str:
@@ -318,25 +352,41 @@ def compile_exported(
         if spec.kind == OutputKind.USER_INPUT_MUTATION
     ]
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
-    if user_out == [0] and len(sig.output_specs) == 1 and all(v is None for v in lifted):
-        fn = compiled.fn  # inputs pass straight through and one output comes back: no remapping
+    in_spec, out_spec = exported.call_spec.in_spec, exported.call_spec.out_spec
 
-        def run_plain(*user_inputs: Any) -> Any:
-            return fn(*user_inputs)[0]
-
-        run_plain.compiled = compiled  # type: ignore[attr-defined]
-        return run_plain
-
-    def run(*user_inputs: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        user_inputs = _flat_inputs(in_spec, args, kwargs)
         it = iter(user_inputs)
-        args = [next(it) if v is None else v for v in lifted]
-        outs = compiled(*args)
+        outs = compiled(*[next(it) if v is None else v for v in lifted])
         for i, target in mutated:
             ep.state_dict[target].copy_(outs[i])
         for i, pos in inputs_mutated:  # x.add_(y) on a user input: write the result back
             user_inputs[pos].copy_(outs[i])
         results = [outs[i] for i in user_out]
+        if out_spec is not None:
+            return pytree.tree_unflatten(results, out_spec)
         return results[0] if len(results) == 1 else tuple(results)
 
     run.compiled = compiled  # type: ignore[attr-defined]
     return run
+
+
+def _flat_inputs(in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The user inputs of an exported program, flattened as it was exported: called with the
+    positional and keyword arguments `torch.export` saw (keywords in any order)."""
+    if in_spec is None:
+        if kwargs:
+            raise TypeError(
+                f"this exported program takes no keyword arguments, got {sorted(kwargs)}"
+            )
+        return list(args)
+    want_args, want_kwargs = pytree.tree_unflatten(list(range(in_spec.num_leaves)), in_spec)
+    if set(kwargs) != set(want_kwargs) or len(args) != len(want_args):
+        raise TypeError(
+            f"the exported program takes {len(want_args)} positional and keyword arguments "
+            f"{sorted(want_kwargs)}; got {len(args)} positional and {sorted(kwargs)}"
+        )
+    flat, spec = pytree.tree_flatten((tuple(args), {k: kwargs[k] for k in want_kwargs}))
+    if spec != in_spec:
+        raise TypeError(f"inputs are not structured as the exported program's: {spec} != {in_spec}")
+    return flat

@@ -18,10 +18,11 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct import plugins as plugin_mod
+from polyduct.cache_admin import auto_prune
 from polyduct.cudagraphs import CudaGraphed
-from polyduct.errors import InvalidOption
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
+from polyduct.frontend.entry_checks import check_arguments, mode_options, warn_load_errors
 from polyduct.frontend.options import FrontendOptions
 from polyduct.overrides import kept_whole, matches, scope_from_set
 
@@ -30,18 +31,19 @@ def polyduct_backend(
     gm: torch.fx.GraphModule,
     example_inputs: Sequence[Any],
     options: Mapping[str, Any] | None = None,
-    mode: str | None = None,
+    **kwargs: Any,
 ) -> Callable[..., Any]:
     """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers.
 
-    `mode` is torch.compile's: "reduce-overhead" and "max-autotune" turn on CUDA graphs (as
-    under Inductor), "default" and "max-autotune-no-cudagraphs" change nothing.
+    `kwargs` holds what torch.compile passes besides `options`: only `mode` (entry_checks.MODES;
+    "reduce-overhead" and "max-autotune" turn on CUDA graphs, as under Inductor).
     """
-    if mode not in MODES:
-        raise InvalidOption("polyduct", "mode", mode, ", ".join(str(m) for m in MODES))
-    opts = FrontendOptions.from_mapping({**(options or {}), **MODES[mode]})
+    check_arguments(kwargs)
+    opts = FrontendOptions.from_mapping({**(options or {}), **mode_options(kwargs.get("mode"))})
     plugins = plugin_mod.load()
+    warn_load_errors(plugins.errors)
     opts.validate(plugins)
+    auto_prune()
 
     position = itertools.count()
 
@@ -64,15 +66,6 @@ def polyduct_backend(
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)
-
-
-MODES: dict[str | None, dict[str, Any]] = {
-    None: {},
-    "default": {},
-    "reduce-overhead": {"cudagraphs": True},
-    "max-autotune": {"cudagraphs": True},
-    "max-autotune-no-cudagraphs": {},
-}
 
 
 def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:

@@ -7,6 +7,7 @@ strides are not what its fake tensor promised is copied into the promised layout
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -16,7 +17,7 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.sizes import meta_layout
+from polyduct.frontend.sizes import eager_layout, meta_layout
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.wrapper_ir import Ref
 
@@ -26,9 +27,12 @@ def extern_call(
 ) -> Any:
     """Lower `node` as a library call of aten `op`; returns its result value(s)."""
     views: list[tuple[str, StorageView]] = []
-    c_args = tuple(_constant(graph, a, views, op, node) for a in args)
+    fx_args = node.args if len(node.args) == len(args) else (None,) * len(args)
+    c_args = tuple(
+        _constant(graph, a, views, op, node, _meta(f)) for a, f in zip(args, fx_args, strict=True)
+    )
     c_kwargs = tuple(
-        (k, _constant(graph, v, views, op, node))
+        (k, _constant(graph, v, views, op, node, _meta(node.kwargs.get(k))))
         for k, v in kwargs.items()
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
@@ -66,10 +70,23 @@ def extern_call(
             graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
         )
     )
+    used = _used_elements(node, len(values))
     return tuple(
-        None if v is None else _restride(graph, StorageView(v, graph.buffers[v].layout))
-        for v in values
+        None
+        if v is None
+        else StorageView(v, graph.buffers[v].layout)
+        if i not in used  # nothing reads it: never copied into its promised layout
+        else _restride(graph, StorageView(v, graph.buffers[v].layout))
+        for i, v in enumerate(values)
     )
+
+
+def _used_elements(node: torch.fx.Node, count: int) -> set[int]:
+    """Which elements of a tuple result the graph reads (all, unless only `getitem` reads it)."""
+    indices = [user.args[1] for user in node.users if user.target is operator.getitem]
+    if len(indices) == len(node.users) and all(isinstance(i, int) for i in indices):
+        return {i for i in indices if isinstance(i, int)}
+    return set(range(count))
 
 
 def _restride(graph: IRGraph, value: StorageView) -> StorageView:
@@ -122,13 +139,30 @@ def _size(value: sympy.Expr) -> Any:
     return Ref(str(value)) if value.is_Symbol else value
 
 
+def _meta(arg: Any) -> Any:
+    """The fake value of an FX argument (a list of them for a list argument)."""
+    if isinstance(arg, torch.fx.Node):
+        return arg.meta.get("val")
+    if isinstance(arg, (list, tuple)):
+        return [_meta(a) for a in arg]
+    return None
+
+
 def _constant(
-    graph: IRGraph, value: Any, views: list[tuple[str, StorageView]], op: str, node: torch.fx.Node
+    graph: IRGraph,
+    value: Any,
+    views: list[tuple[str, StorageView]],
+    op: str,
+    node: torch.fx.Node,
+    meta: Any = None,
 ) -> Any:
     if isinstance(value, (StorageView, Lazy)):
-        return Ref(_materialise(graph, value, views))
+        return Ref(_materialise(graph, value, views, meta))
     if isinstance(value, (list, tuple)):
-        return tuple(_constant(graph, v, views, op, node) for v in value)
+        metas = meta if isinstance(meta, list) and len(meta) == len(value) else [None] * len(value)
+        return tuple(
+            _constant(graph, v, views, op, node, m) for v, m in zip(value, metas, strict=True)
+        )
     if isinstance(value, sympy.Expr):
         if value.is_Integer:
             return int(value)
@@ -140,8 +174,12 @@ def _constant(
     raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
 
 
-def _materialise(graph: IRGraph, value: TensorValue, views: list[tuple[str, StorageView]]) -> str:
-    view = graph.realize(value)
+def _materialise(
+    graph: IRGraph, value: TensorValue, views: list[tuple[str, StorageView]], meta: Any = None
+) -> str:
+    """A library call's tensor argument in memory: a lazy value is computed with the strides
+    eager's argument has (the call may choose its result's layout from them)."""
+    view = graph.realize(value, eager_layout(value, meta) if isinstance(value, Lazy) else None)
     base = graph.buffers[view.buffer].layout
     if view.layout == base:
         return view.buffer

@@ -238,8 +238,8 @@ def _buffers(
     stores: list[str] = []
     for m in group.members:
         for n, _ in m.access.loads:
-            if n in renames or n in removed:
-                continue
+            if n in renames or n in removed or n in stores:
+                continue  # a value an earlier member stored is forwarded, never loaded
             n = inplace.get(n, n)  # a dying input is read through the output taking its place
             if n not in loads:
                 loads.append(n)

@@ -23,8 +23,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call
-from polyduct.frontend.sizes import meta_layout, sym_expr
-from polyduct.indexing import contiguous_strides
+from polyduct.frontend.sizes import broadcast_of_dense, eager_layout, meta_layout, sym_expr
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -41,16 +40,24 @@ class FallbackReport:
     """Which aten ops ran as extern calls, and why (no lowering, or the lowering's reason)."""
 
     entries: list[tuple[str, str]] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)  # kernels run on another kernel backend
 
     def add(self, op: str, reason: str) -> None:
         self.entries.append((op, reason))
+
+    def add_kernel(self, kernel: str, backend: str, ops: list[str], fallback: str) -> None:
+        """Kernel `kernel` runs on `fallback`: `backend` declares `ops` unsupported."""
+        self.kernels.append(
+            f"kernel {kernel}: {backend} declares {', '.join(ops)} unsupported; ran on {fallback}"
+        )
 
     def ops(self) -> list[str]:
         """Distinct fallback op names, sorted."""
         return sorted({op for op, _ in self.entries})
 
     def __str__(self) -> str:
-        return "\n".join(f"{op}: {why}" for op, why in self.entries) or "no fallbacks"
+        lines = [f"{op}: {why}" for op, why in self.entries] + self.kernels
+        return "\n".join(lines) or "no fallbacks"
 
 
 def op_name(target: Any) -> str:
@@ -102,6 +109,31 @@ class LoweringContext:
         return len(self.seeds) - 1
 
 
+VIEW_OPS = frozenset(
+    f"aten.{op}"
+    for op in (
+        "view.default",
+        "_unsafe_view.default",
+        "reshape.default",
+        "permute.default",
+        "transpose.int",
+        "t.default",
+        "expand.default",
+        "unsqueeze.default",
+        "squeeze.dim",
+        "squeeze.dims",
+        "squeeze.default",
+        "slice.Tensor",
+        "select.int",
+        "alias.default",
+    )
+)
+"""Ops whose result is a view of their input: no kernel, so a value's readers are theirs."""
+
+LIBRARY_OPERANDS = frozenset({"aten.addmm.default"})
+"""Ops with a lowering that still hands their tensor operands to a library call (`addmm`'s
+product is `mm`), so those operands are read from memory, like an extern call's."""
+
 INLINE_BUDGET = 64
 """Largest inlined expression (in ops) a lazy value may carry before it is computed into a buffer."""
 
@@ -136,16 +168,39 @@ class GraphLowering:
             # several outputs view this value: compute it once so they alias one buffer, as in eager
             if node in shared and isinstance(value, Lazy):
                 value = self._output(value, node.meta.get("val"))
-            # a costly value read by several users is computed once instead of re-inlined
-            if isinstance(value, Lazy) and len(node.users) > 1 and value.cost > self.realize_cost:
-                value = self.graph.realize(value)
+            # a costly value read by several users is computed once instead of re-inlined; so is
+            # one a library call reads anyway: its other users read that memory, not recompute
+            if (
+                isinstance(value, Lazy)
+                and len(node.users) > 1
+                and (value.cost > self.realize_cost or self._feeds_library_call(node))
+            ):
+                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
             # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
             if isinstance(value, Lazy) and value.cost > INLINE_BUDGET:
-                value = self.graph.realize(value)
+                value = self.graph.realize(value, eager_layout(value, node.meta.get("val")))
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)
         return self.graph
+
+    def _feeds_library_call(self, node: torch.fx.Node) -> bool:
+        """Whether a user of `node`, seen through views, has no lowering (an extern call, which
+        reads its arguments from memory: `h` of `x + h` read by `addmm(b, h.view(-1, d), w)`)."""
+        stack, seen = list(node.users), set()
+        while stack:
+            user = stack.pop()
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            if user.target is operator.getitem or op_name(user.target) in VIEW_OPS:
+                stack.extend(user.users)
+            elif (
+                op_name(user.target) in LIBRARY_OPERANDS
+                or op_name(user.target) not in self.lowerings
+            ):
+                return True
+        return False
 
     def _get_attr(self, node: torch.fx.Node) -> Any:
         """A tensor constant of the module: a trailing graph input bound at call time."""
@@ -225,13 +280,27 @@ class GraphLowering:
     def _output(self, value: Any, meta: Any) -> Any:
         if not isinstance(value, Lazy):
             return value
-        if isinstance(meta, torch.Tensor) and _non_overlapping(meta):
+        layout = eager_layout(value, meta)
+        if layout is not None:
             # outputs get eager's strides (gaps included): backward graphs assert the strides they
             # were traced with
-            layout = meta_layout(meta)
-            layout = Layout(value.size, layout.stride, sympy.Integer(0), value.dtype, value.device)
             return self.graph.realize_as(value, layout)
+        if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
+            return self._broadcast_output(value, meta_layout(meta).stride)
         return self.graph.realize(value)
+
+    def _broadcast_output(self, value: Lazy, stride: tuple[sympy.Expr, ...]) -> StorageView:
+        """An output eager returns expanded (stride 0 along broadcast dims, as `token_type_ids`
+        expanded over the batch): computed once at index 0 of those dims and returned with
+        eager's strides, which the backward graph asserts."""
+        size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
+        fn = value.fn
+        base = Lazy(size, value.dtype, value.device, fn, value.cost)
+        stored = self.graph.realize_as(
+            base, Layout(size, stride, sympy.Integer(0), value.dtype, value.device)
+        )
+        layout = Layout(value.size, stride, sympy.Integer(0), value.dtype, value.device)
+        return StorageView(stored.buffer, layout)
 
     def _args(self, tree: Any) -> Any:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)
@@ -402,35 +471,6 @@ def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
         if isinstance(val, torch.Tensor) and val.device.type != "cpu":
             return val.device
     return None
-
-
-def _non_overlapping(val: torch.Tensor) -> bool:
-    """No two elements share memory: a permutation of a contiguous layout, possibly with gaps.
-
-    Gaps arise when a saved activation is a view into a wider buffer (q of a fused qkv
-    projection): the backward graph was traced with those strides and asserts them.
-    """
-    if any(isinstance(v, torch.SymInt) for v in (*val.shape, *val.stride())):
-        # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
-        # and recompile it for every size); only row-major layouts are recognised here.
-        layout = meta_layout(val)
-        return all(
-            sympy.simplify(a - b) == 0
-            for a, b in zip(layout.stride, contiguous_strides(layout.size), strict=True)
-        )
-    try:
-        dims = sorted(range(val.dim()), key=lambda d: int(val.stride()[d]))
-        expected = 1
-        for d in dims:
-            size, stride = int(val.shape[d]), int(val.stride()[d])
-            if size == 1:
-                continue
-            if stride < expected:
-                return False
-            expected = stride * size
-        return True
-    except (TypeError, ValueError, RuntimeError):
-        return False  # symbolic strides: keep the row-major default
 
 
 def _convert(tree: Any) -> Any:

@@ -5,6 +5,7 @@ range (docs/conventions.md, "Indexing")."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,11 +14,85 @@ import torch
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
 from polyduct.frontend.values import Ops, broadcast_index, is_tensor, lazy
+from polyduct.handlers.default import DefaultHandler
 from polyduct.ir import Expr, Lazy, StorageView, TensorValue
 
 
 def _indirect(ops: Ops, index: TensorValue, idx: Sequence[Expr], size: Expr) -> Expr:
+    direct = _direct_index(index, size)
+    if direct is not None:  # an arange-like index: address memory with it, nothing to check
+        expr, variables = direct
+        return expr.xreplace(dict(zip(variables, idx, strict=True)))
     return ops.indirect_indexing(index.load(ops, idx), size, True, True)
+
+
+class _NotAffine(Exception):
+    pass
+
+
+class _Affine(DefaultHandler[sympy.Expr]):
+    """Evaluates an index value symbolically when it is an integer affine function of its own
+    coordinates (`arange`, `arange + k`, broadcast and viewed): anything else is not."""
+
+    def _default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        raise _NotAffine(name)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> sympy.Expr:
+        return sympy.sympify(expr)
+
+    def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> sympy.Expr:
+        if dtype not in (torch.int32, torch.int64):
+            raise _NotAffine("value_expr")
+        return sympy.sympify(expr)
+
+    def constant(self, value: bool | float, dtype: torch.dtype) -> sympy.Expr:
+        if dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+            raise _NotAffine("constant")
+        return sympy.Integer(int(value))
+
+    def to_dtype(self, x: sympy.Expr, dtype: torch.dtype, *args: Any, **kwargs: Any) -> Any:
+        if dtype not in (torch.int32, torch.int64):
+            raise _NotAffine("to_dtype")
+        return x
+
+    def add(self, x0: sympy.Expr, x1: sympy.Expr) -> sympy.Expr:
+        return sympy.expand(x0 + x1)
+
+    def sub(self, x0: sympy.Expr, x1: sympy.Expr) -> sympy.Expr:
+        return sympy.expand(x0 - x1)
+
+    def mul(self, x0: sympy.Expr, x1: sympy.Expr) -> sympy.Expr:
+        product = sympy.expand(x0 * x1)
+        if not (x0.is_Integer or x1.is_Integer):
+            raise _NotAffine("mul")
+        return product
+
+
+@functools.lru_cache(maxsize=1024)
+def _direct_index(index: TensorValue, size: Expr) -> tuple[Expr, tuple[sympy.Symbol, ...]] | None:
+    """(expression over fresh coordinates, those coordinates) of an index tensor whose values are
+    an affine function of its coordinates, provably within [0, size): read at them, it needs no
+    indirect load and no bounds check (transformers' masks index a padding mask by `arange`)."""
+    if not isinstance(index, Lazy) or index.dtype not in (torch.int32, torch.int64):
+        return None
+    variables = tuple(sympy.Symbol(f"pd_affine{i}", integer=True) for i in range(len(index.size)))
+    try:
+        expr = sympy.expand(index.fn(_Affine(), variables))
+    except _NotAffine:
+        return None
+    low, high = expr, expr
+    for var, extent in zip(variables, index.size, strict=True):
+        coeff = expr.coeff(var)
+        if not coeff.is_Integer:
+            return None
+        low = low.subs(var, 0 if coeff >= 0 else extent - 1)
+        high = high.subs(var, extent - 1 if coeff >= 0 else 0)
+    if expr.free_symbols - set(variables) or not low.is_Integer or low < 0:
+        return None
+    room = sympy.expand(size - 1 - high)
+    if not (room.is_Integer and room >= 0):
+        return None
+    return expr, variables
 
 
 def gather(

@@ -14,24 +14,8 @@ from typing import Any
 
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn, op_name
+from polyduct.frontend.lowering import VIEW_OPS, Fallback, LoweringContext, LoweringFn, op_name
 from polyduct.frontend.values import Ops, map_values
-
-# ops that only re-view their input: a pointwise op behind them still reads the product's elements
-_VIEWS = frozenset(
-    f"aten.{name}"
-    for name in (
-        "view.default",
-        "_unsafe_view.default",
-        "reshape.default",
-        "t.default",
-        "permute.default",
-        "expand.default",
-        "squeeze.dim",
-        "squeeze.dims",
-        "unsqueeze.default",
-    )
-)
 
 
 @functools.cache
@@ -50,7 +34,7 @@ def feeds_pointwise(node: torch.fx.Node) -> bool:
         name = op_name(user.target)
         if name in pointwise:
             return True
-        if name in _VIEWS:
+        if name in VIEW_OPS:
             pending.extend(user.users)
     return False
 

@@ -60,6 +60,8 @@ def view(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
         return StorageView(
             x.buffer, Layout(size, contiguous_strides(size), x.layout.offset, x.dtype, x.device)
         )
+    if isinstance(x, StorageView) and (stride := view_strides(x.size, x.layout.stride, size)):
+        return StorageView(x.buffer, Layout(size, stride, x.layout.offset, x.dtype, x.device))
     in_size = x.size
     out_strides = contiguous_strides(size)
 
@@ -68,6 +70,37 @@ def view(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
         return list(unflatten(flat, in_size))
 
     return _view(x, size, reindex, None)
+
+
+def view_strides(
+    old: Sequence[Expr], stride: Sequence[Expr], new: Sequence[Expr]
+) -> tuple[Expr, ...] | None:
+    """Strides that show a tensor of size `old` and strides `stride` as size `new` without
+    copying (as eager's `view` finds them), or None when that needs a copy, or when symbolic
+    sizes only match for some values of their symbols.
+
+    The old dims split into runs that are contiguous with each other; each run must be covered
+    by consecutive new dims whose element count equals the run's (compared as expanded
+    expressions), which take strides within the run.
+    """
+    if not old or not new or any(n == 0 for n in old):
+        return None
+    out: list[Expr] = [sympy.Integer(0)] * len(new)
+    d = len(new) - 1
+    base, run, covered = stride[-1], sympy.Integer(1), sympy.Integer(1)
+    for i in range(len(old) - 1, -1, -1):
+        run = run * old[i]
+        if i > 0 and (old[i - 1] == 1 or sympy.expand(stride[i - 1] - run * base) == 0):
+            continue  # old dim i - 1 continues the run
+        while d >= 0 and (sympy.expand(covered - run) != 0 or new[d] == 1):
+            out[d] = sympy.expand(covered * base)
+            covered = covered * new[d]
+            d -= 1
+        if sympy.expand(covered - run) != 0:
+            return None
+        if i > 0:
+            base, run, covered = stride[i - 1], sympy.Integer(1), sympy.Integer(1)
+    return tuple(out) if d == -1 else None
 
 
 def _is_dense(x: StorageView) -> bool:

@@ -116,9 +116,7 @@ def _place(
     return Member(node, kind, x, r, access)
 
 
-def _simplifier(
-    group: Group, xv: Sequence[Expr], rv: Sequence[Expr]
-) -> RangeSimplifier | None:
+def _simplifier(group: Group, xv: Sequence[Expr], rv: Sequence[Expr]) -> RangeSimplifier | None:
     """Index simplification over the group's loop ranges, as its kernel will apply it: fusion
     decisions see `x1`, not `((1024*x0 + x1) // 1024) % 1024` (issue 4's softmax backward).
     None when no extent is a number (dynamic shapes): nothing would simplify."""

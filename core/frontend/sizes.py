@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
 import sympy
 import torch
 
-from polyduct.indexing import FloorDiv, ModularIndexing, size_symbol
+from polyduct.indexing import FloorDiv, ModularIndexing, contiguous_strides, size_symbol
 from polyduct.ir import Layout
 
 
@@ -57,3 +58,59 @@ def meta_layout(val: torch.Tensor) -> Layout:
     size = tuple(sym_expr(s) for s in val.shape)
     stride = tuple(sym_expr(s) for s in val.stride())
     return Layout(size, stride, sym_expr(val.storage_offset()), val.dtype, val.device.type)
+
+
+def eager_layout(value: Any, meta: Any) -> Layout | None:
+    """The layout eager gives the FX node computing `value` (a lazy tensor value), when its fake
+    tensor's strides are dense and non-overlapping (a permutation of row-major, gaps allowed):
+    realising a value into it keeps eager's strides for what reads it next (a library call
+    chooses its result's layout from its inputs'; a backward graph asserts saved tensors')."""
+    if not isinstance(meta, torch.Tensor) or not non_overlapping(meta):
+        return None
+    stride = meta_layout(meta).stride
+    if len(stride) != len(value.size):
+        return None
+    return Layout(tuple(value.size), stride, sympy.Integer(0), value.dtype, value.device)
+
+
+def broadcast_of_dense(val: torch.Tensor) -> bool:
+    """Stride 0 along some dims (an expanded view), non-overlapping along the others."""
+    stride = val.stride()
+    zero = [isinstance(st, int) and st == 0 and val.shape[d] != 1 for d, st in enumerate(stride)]
+    if not any(zero):
+        return False
+    keep = [d for d in range(val.dim()) if not zero[d]]
+    return dense([val.shape[d] for d in keep], [stride[d] for d in keep])
+
+
+def non_overlapping(val: torch.Tensor) -> bool:
+    """No two elements share memory: a permutation of a contiguous layout, possibly with gaps.
+
+    Gaps arise when a saved activation is a view into a wider buffer (q of a fused qkv
+    projection): the backward graph was traced with those strides and asserts them.
+    """
+    return dense(list(val.shape), list(val.stride()))
+
+
+def dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
+    if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
+        # Symbolic sizes: compare symbolically, never int() (that would specialise the graph
+        # and recompile it for every size); only row-major layouts are recognised here.
+        sizes = [sym_expr(v) for v in shape]
+        return all(
+            sympy.simplify(sym_expr(a) - b) == 0
+            for a, b in zip(stride, contiguous_strides(sizes), strict=True)
+        )
+    try:
+        dims = sorted(range(len(shape)), key=lambda d: int(stride[d]))
+        expected = 1
+        for d in dims:
+            size, step = int(shape[d]), int(stride[d])
+            if size == 1:
+                continue
+            if step < expected:
+                return False
+            expected = step * size
+        return True
+    except (TypeError, ValueError, RuntimeError):
+        return False  # symbolic strides: keep the row-major default

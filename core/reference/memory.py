@@ -17,6 +17,20 @@ Tensor = torch.Tensor
 Index = Tensor | int
 
 
+def imin(a: Index, b: Index) -> Index:
+    """min of two index values (ints, or int64 tensors of index variables)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return torch.minimum(torch.as_tensor(a), torch.as_tensor(b))
+    return min(a, b)
+
+
+def imax(a: Index, b: Index) -> Index:
+    """max of two index values (ints, or int64 tensors of index variables)."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
+    return max(a, b)
+
+
 def flat(t: Tensor, numel: int) -> Tensor:
     """A 1-d view of `numel` elements of `t`'s storage, starting at `t`'s first element."""
     return torch.as_strided(t, (numel,), (1,))

@@ -359,6 +359,7 @@ def _outer_stage(
 def _inner_stage(
     out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
 ) -> None:
+    emit_lines(out, state.hoisted.getvalue())
     _r_loop(out, rdim, "0", state.body.getvalue().splitlines(), not state.no_simd)
 
 
@@ -423,6 +424,7 @@ def _reduce_stage(
     out: IndentedBuffer, state: StageState, rdim: int, lanes: int, options: CppOptions
 ) -> None:
     body = state.body.getvalue().splitlines()
+    emit_lines(out, state.hoisted.getvalue())
     for ctype, acc in state.accs:
         out.line(f"{ctype} {acc};")
     out.line(f"const int64_t pd_rmain = pd_rnumel - pd_rnumel % {lanes};")

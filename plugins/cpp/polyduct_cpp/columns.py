@@ -34,6 +34,8 @@ def column_reduction(
         return False
     if states[0].kind != "reduce" or any(s.kind != "outer" for s in states[1:]):
         return False
+    if "pd_check_index" in states[0].hoisted.getvalue():  # checked once per row: keep rows
+        return False
     extent = spec.ranges[0]
     if extent.is_Integer and int(extent) < lanes:
         return False
@@ -123,6 +125,7 @@ def _chunk(out: IndentedBuffer, emitter: Emitter, reduce: StageState, lanes: int
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():
             out.line("const int64_t x0 = pd_xc + pd_l;")
+            emit_lines(out, reduce.hoisted.getvalue())  # per output: every lane is one
             emit_lines(out, reduce.body.getvalue())
         out.line("}")
     out.line("}")

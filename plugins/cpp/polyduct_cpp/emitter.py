@@ -42,14 +42,20 @@ _CHEAP_CALLS: Final = frozenset(
 _CALL: Final = re.compile(r"((?:std::)?[A-Za-z_]\w*)\(")
 
 
+# names that vary along the reduction loops (the loop counters and reduction variables)
+_R_LOOP: Final = re.compile(r"r\d+|pd_rf|pd_rb|pd_l|pd_rmain")
+
+
 @dataclass
 class Indirect:
-    """An indirect index variable: its C name, the raw value's name, size, and whether checked."""
+    """An indirect index variable: its C name, the raw value's name, size, and whether checked;
+    `hoisted` when it is computed (and checked) once per row, before the reduction loops."""
 
     var: str
     raw: str
     size: str
     check: bool
+    hoisted: bool = False
 
 
 @dataclass
@@ -58,6 +64,9 @@ class StageState:
 
     kind: str
     body: IndentedBuffer = field(default_factory=IndentedBuffer)
+    # values of an inner/reduce stage that do not vary along the reduction: computed once per
+    # row before the reduction loops (an embedding row's index and its bounds check)
+    hoisted: IndentedBuffer = field(default_factory=IndentedBuffer)
     post: IndentedBuffer = field(default_factory=IndentedBuffer)
     accs: list[tuple[str, str]] = field(default_factory=list)  # (C type, name)
     gather: list[str] = field(default_factory=list)
@@ -133,12 +142,35 @@ class Emitter:
         self._versions: dict[str, int] = {}
         self._row_values: dict[str, RowValue] = {}
         self._row_stored: dict[str, str] = {}  # source value name -> its array
+        self.hoist = CSE(self.state.hoisted, assign=ASSIGN, prefix="h_")
+        self._invariant: set[str] = set()  # names computed in the hoisted part of the stage
+        self._checked: set[tuple[str, int]] = set()  # (hoisted indirect variable, site) checked
 
     def begin(self, state: StageState, stage_index: int) -> None:
         """Start tracing a stage: fresh temporaries (prefixed by stage) written to its body."""
         self.state = state
         state.index = stage_index
         self.cse = CSE(state.body, assign=ASSIGN, prefix=f"t{stage_index}_")
+        self.hoist = CSE(state.hoisted, assign=ASSIGN, prefix=f"h{stage_index}_")
+        self._invariant = set()
+        self._checked = set()
+
+    def invariant(self, text: str) -> bool:
+        """Whether C expression `text` of an inner or reduce stage may be computed once per
+        row: it reads no reduction variable and no value computed inside the reduction loops,
+        and loads only from buffers the kernel never writes (or kernel locals, final by then),
+        outside any masked region."""
+        if self.state.kind not in ("inner", "reduce") or self.cse.buffer is not self.state.body:
+            return False
+        written = {self.names[b.name] for b in self.spec.buffers if b.role in ("out", "inout")}
+        for name in _IDENT.findall(text):
+            if _R_LOOP.fullmatch(name) or name in written:
+                return False
+            computed = name in self._canon or name in self._indirect or name.startswith("pd_")
+            temporary = name.startswith(("t", "pd_ind", "pd_masked"))
+            if computed and temporary and name not in self._invariant:
+                return False
+        return True
 
     def fresh(self, stem: str) -> str:
         """A kernel-unique C name."""
@@ -161,6 +193,11 @@ class Emitter:
         `version` distinguishes loads of a buffer before and after a store to it.
         """
         text = f"static_cast<{compute_type(dtype)}>({expr})"
+        if reuse and self.invariant(text):
+            name = self.hoist.generate(text)
+            self._invariant.add(name)
+            self._canon.setdefault(name, self._canonical(text) + version)
+            return CVal(name, dtype)
         key = self._canonical(text) + version if reuse else f"#unique{self._count}"
         kept = self._from_row_cache(key, text, dtype) if reuse else None
         name = self.cse.generate(kept or text, reuse=reuse)
@@ -236,9 +273,15 @@ class Emitter:
             ind = self._indirect.get(sym.name)
             if ind is not None and ind.check and self.check_indices:
                 site = self.site(buffer or ind.var)
-                self.line(
+                check = (
                     f"{ind.var} = pd_check_index(pd_err, {site}, {ind.var}, {ind.raw}, {ind.size});"
                 )
+                if ind.hoisted:  # checked once per row, before the loops: they stay SIMD
+                    if (ind.var, site) not in self._checked:
+                        self._checked.add((ind.var, site))
+                        self.hoist.buffer.line(check)
+                    continue
+                self.line(check)
                 self.state.no_simd = True
         return str(self._printer.doprint(expr.xreplace(self._subs)))
 
@@ -246,10 +289,14 @@ class Emitter:
         var = self.fresh("ind")
         raw = f"{var}_raw"
         size_c = self.index(size)
-        self.line(f"const int64_t {raw} = static_cast<int64_t>({x});")
+        hoisted = self.invariant(f"{x} {size_c}")
+        emit = self.hoist.buffer.line if hoisted else self.line
+        emit(f"const int64_t {raw} = static_cast<int64_t>({x});")
         wrapped = f"({raw} < 0 ? {raw} + ({size_c}) : {raw})" if wrap_neg else raw
-        self.line(f"int64_t {var} = {wrapped};")
-        self._indirect[var] = Indirect(var, raw, f"({size_c})", check)
+        emit(f"int64_t {var} = {wrapped};")
+        self._indirect[var] = Indirect(var, raw, f"({size_c})", check, hoisted)
+        if hoisted:
+            self._invariant.update((var, raw))
         return sympy.Symbol(var, integer=True)
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:

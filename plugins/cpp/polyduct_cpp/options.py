@@ -60,12 +60,22 @@ class CppOptions:
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> CppOptions:
-        """Options from a mapping: keys under `cpp` (or `cpp_<field>` at top level) are ours."""
+        """Options from a mapping: `<field>`, `cpp_<field>`, or `<field>` keys under `cpp`.
+
+        Any other key is refused with the list of known ones (a misspelt option is never ignored).
+        """
         nested = options.get("cpp", {})
         if not isinstance(nested, Mapping):
             raise InvalidOption("cpp", "cpp", nested, "a mapping of C++ backend options")
         fields = {f.name for f in dataclasses.fields(cls)}
-        picked = {k[4:]: v for k, v in options.items() if k.startswith("cpp_") and k[4:] in fields}
+        picked = {}
+        for key, value in options.items():
+            field = key.removeprefix("cpp_")
+            if key != "cpp" and field not in fields:
+                known = ", ".join(["cpp", *sorted(fields), *(f"cpp_{f}" for f in sorted(fields))])
+                raise InvalidOption("cpp", key, value, f"one of {known}")
+            if key != "cpp":
+                picked[field] = value
         for key, value in nested.items():
             if key not in fields:
                 raise InvalidOption("cpp", key, value, f"one of {', '.join(sorted(fields))}")

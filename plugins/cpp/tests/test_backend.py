@@ -43,7 +43,10 @@ def test_options_are_validated() -> None:
         CppOptions(simd_lanes=3)
     with pytest.raises(InvalidOption, match="bogus"):
         CppOptions.from_mapping({"cpp": {"bogus": 1}})
-    assert CppOptions.from_mapping({"kernels": "cpp", "cpp_opt_level": 2}).opt_level == 2
+    assert CppOptions.from_mapping({"cpp_opt_level": 2}).opt_level == 2
+    assert CppOptions.from_mapping({"opt_level": 1}).opt_level == 1
+    with pytest.raises(InvalidOption, match="opt_levle.*one of cpp, .*opt_level"):
+        CppOptions.from_mapping({"opt_levle": 3})  # a misspelt option is never ignored
 
 
 def test_out_of_bounds_index_raises_python_error(tmp_path: Path) -> None:

@@ -69,3 +69,11 @@ def test_compile_graph_override_from_another_distribution(
     x, y = torch.randn(5), torch.randn(5)
     torch.testing.assert_close(run(x, y)[0], (x + y) * 2 + 1)
     print(run.code)
+
+
+def test_unknown_fx_option_is_refused() -> None:
+    from polyduct.errors import InvalidOption
+    from polyduct.plugins import load
+
+    with pytest.raises(InvalidOption, match="fx: option dump=True.*takes none"):
+        load().wrapper_backend("fx", {"dump": True})

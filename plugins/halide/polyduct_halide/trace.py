@@ -64,6 +64,8 @@ class Check:
 
 
 class _HalidePrinter(PythonIndexPrinter):
+    min_fn, max_fn = "hl.min", "hl.max"
+
     def __init__(self, names: dict[str, str]) -> None:
         super().__init__()
         self.names = names

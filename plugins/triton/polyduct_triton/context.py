@@ -44,7 +44,7 @@ class KernelContext:
         self.interpret = interpret
         self.args = spec.arg_names()
         self.rename = {sym: sympy.Symbol(self.args[sym.name]) for sym in spec.size_args}
-        self.printer = PythonIndexPrinter()
+        self.printer = _TritonIndexPrinter()
         self.stages: list[StageCode] = []
         self.locals: dict[str, str] = {}
         self.checks: list[Check] = []
@@ -97,3 +97,9 @@ class KernelContext:
     def arg(self, buffer: str) -> str:
         """The argument name of buffer `buffer`."""
         return identifier(self.args[buffer])
+
+
+class _TritonIndexPrinter(PythonIndexPrinter):
+    """Index expressions inside a kernel: min and max of (possibly vector) values."""
+
+    min_fn, max_fn = "tl.minimum", "tl.maximum"

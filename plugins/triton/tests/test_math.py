@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from kernels import backend, buf, run, spec
+from kernels import backend, buf, cuda_source, run, spec
 
 from polyduct.conformance.tolerance import ulp_distance
 from polyduct_triton.codegen import generate
@@ -161,3 +161,19 @@ def test_exp_of_16_bit_floats_is_tritons_own_when_compiled(tmp_path: Path, dtype
     compiled = generate(dataclasses.replace(s, device="cuda"), TritonOps, interpret=False)
     assert "tl.exp(" in compiled and "_exp_f32" not in compiled and "libdevice." not in compiled
     assert "_exp_f32(" in backend(tmp_path).codegen(s).source
+
+
+@pytest.mark.parametrize("fn", ["tanh", "expm1", "log1p"])
+def test_compiled_kernels_call_libdevice_where_the_interpreter_decomposes(
+    tmp_path: Path, fn: str
+) -> None:
+    """On a GPU tanh, expm1 and log1p are libdevice's (one routine, as Inductor's); the
+    interpreter, which has no libdevice, keeps the decomposition (checked by the cases above)."""
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], getattr(ops, fn)(ops.load("a", x[0])))
+
+    s = spec(f"lib_{fn}", [64], [], [("outer", body)],
+             [buf("a", torch.float32, "in", 64), buf("o", torch.float32, "out", 64)])
+    assert f"libdevice.{fn}(" in cuda_source(tmp_path, s)
+    assert f"libdevice.{fn}(" not in backend(tmp_path).codegen(s).source

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from polyduct.errors import InvalidOption
 from polyduct.hookspecs import Options, WrapperBackendSpec, hookimpl
 from polyduct_fx.backend import FxWrapper
 
 
 def _make(options: Options) -> FxWrapper:
+    if options:  # a misspelt option is never ignored
+        first = min(options)
+        raise InvalidOption("fx", first, options[first], "no options (the fx wrapper takes none)")
     return FxWrapper()
 
 

@@ -1,0 +1,166 @@
+"""Patterns taken from real models (transformers) that the synthetic e2e programs missed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from polyduct.frontend.compile import compile_exported, kernel_contents
+
+from .helpers import assert_same, check, compile_fn
+
+
+def _t5_bias(n: int, w: torch.Tensor) -> torch.Tensor:
+    """T5's relative position bias: bucketed distances (log-spaced far buckets) gathered from an
+    embedding and permuted to (1, heads, n, n); costly enough to be computed into a buffer."""
+    pos = torch.arange(n, device=w.device)
+    rel = pos[None, :] - pos[:, None]
+    far = 4 + (torch.log(rel.abs().float() / 4) / math.log(16 / 4) * 4).to(torch.long)
+    far = torch.min(far, torch.full_like(far, 7))
+    bucket = (rel > 0).long() * 8 + torch.where(rel.abs() < 4, rel.abs(), far)
+    return w[bucket].permute(2, 0, 1).unsqueeze(0)
+
+
+def test_buffer_written_and_reread_in_one_kernel_is_allocated(
+    backends: tuple[str, str], device: str
+) -> None:
+    """The bias is stored by one member of a fused kernel, read back (forwarded) by the next
+    (its contiguous copy) and read again by a later kernel: the kernel writes it, so the wrapper
+    must allocate it (it was taken for an input: `UnboundLocalError` in the wrapper)."""
+
+    def fn(q: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        bias = _t5_bias(q.shape[2], w)
+        a = F.scaled_dot_product_attention(q, q, q, attn_mask=bias.contiguous())
+        return F.scaled_dot_product_attention(a, a, a, attn_mask=bias.contiguous())
+
+    q, w = torch.randn(2, 4, 10, 16, device=device), torch.randn(16, 4, device=device)
+    check(fn, backends, q, w, atol=1e-4, rtol=1e-4)
+
+
+def test_saved_expanded_value_keeps_stride_zero(backends: tuple[str, str], device: str) -> None:
+    """BERT's `token_type_ids`: zeros made in the graph and expanded over the batch feed an
+    embedding; the forward saves the expanded indices for backward (stride 0 along the batch),
+    and the backward graph asserts that layout (it got a materialised copy before)."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 8).to(device)
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        ids = torch.zeros(1, x.shape[1], dtype=torch.long, device=x.device) + 3
+        return (emb(ids.expand(x.shape[0], -1)) * x[..., None]).sin().sum()
+
+    x = torch.randn(4, 6, device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x).backward()
+    got = emb.weight.grad.clone()
+    emb.zero_grad()
+    fn(x).backward()
+    assert_same(got, emb.weight.grad, atol=1e-5)
+    assert len(graphs) == 2, "expected a forward and a backward graph"
+
+
+class _Keywords(torch.nn.Module):
+    """A model called with keyword arguments (as transformers models are), returning a dict."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(20, 8)
+
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, scale: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        h = self.emb(input_ids) * attention_mask[..., None] * scale
+        return {"hidden": h, "pooled": h.mean(1)}
+
+
+def test_export_takes_the_keyword_arguments_it_was_exported_with(
+    backends: tuple[str, str], device: str
+) -> None:
+    model = _Keywords().to(device)
+    kw = {
+        "input_ids": torch.randint(0, 20, (2, 5), device=device),
+        "attention_mask": torch.randint(0, 2, (2, 5), device=device),
+    }
+    scale = torch.randn(8, device=device)
+    kernels, wrapper = backends
+    run = compile_exported(
+        torch.export.export(model, (), {**kw, "scale": scale}),
+        {"kernels": kernels, "wrapper": wrapper},
+    )
+    with torch.no_grad():
+        want = model(**kw, scale=scale)
+        got = run(scale=scale, attention_mask=kw["attention_mask"], input_ids=kw["input_ids"])
+        assert set(got) == {"hidden", "pooled"}
+        assert_same([got["hidden"], got["pooled"]], [want["hidden"], want["pooled"]])
+    with pytest.raises(TypeError, match="attention_mask"):
+        run(input_ids=kw["input_ids"], scale=scale)
+
+
+def test_sliding_window_slice_under_dynamic_shapes(backends: tuple[str, str], device: str) -> None:
+    """Mistral's sliding window keeps the last `window` positions: under dynamic shapes the
+    slice starts at `Max(0, s0 - window)`, an index expression every kernel must print."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        start = max(0, x.shape[1] - 5)
+        return (x[:, start:] * 2).sin()
+
+    compiled, _ = compile_fn(fn, backends, dynamic=True)
+    for n in (9, 12, 3):
+        x = torch.randn(2, n, 4, device=device)
+        assert_same(compiled(x), fn(x))
+
+
+def _padding_causal_mask(mask: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """transformers' mask functions: a padding mask indexed by `arange` coordinates."""
+    n, length = mask.shape
+    b = torch.arange(n, device=mask.device)[:, None, None]
+    q = torch.arange(length, device=mask.device)[None, :, None]
+    k = torch.arange(length, device=mask.device)[None, None, :]
+    keep = mask[b, k + 0].bool() & (k <= q)
+    return torch.where(keep, x, torch.finfo(x.dtype).min)
+
+
+def test_arange_index_addresses_memory_directly(backends: tuple[str, str], device: str) -> None:
+    """An index tensor that is an affine function of its coordinates, provably in range, is
+    read at those coordinates: no indirect load, no bounds check (each costs per element)."""
+    mask = torch.randint(0, 2, (3, 10), device=device)
+    x = torch.randn(3, 10, 10, device=device)
+    graphs = check(_padding_causal_mask, backends, mask, x)
+    used = set().union(*(kernel_contents(s)[1] for g in graphs for s in g.specs))
+    assert "indirect_indexing" not in used, used
+
+
+def test_arange_index_out_of_range_is_still_checked(backends: tuple[str, str], device: str) -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x[torch.arange(x.shape[0], device=x.device) + 1] * 2
+
+    compiled, _ = compile_fn(fn, backends)
+    with pytest.raises(Exception, match="(?i)index"):
+        compiled(torch.randn(5, device=device))
+
+
+def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:
+    """Llama's rotary embedding is pointwise on a transposed view, so eager's result is
+    transposed too; attention saves it for backward, whose graph asserts those strides. A
+    computed library-call argument takes eager's strides (it was made row-major)."""
+    torch.manual_seed(0)
+    proj = torch.nn.Linear(32, 96).to(device)
+
+    def fn(x: torch.Tensor, cos: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = proj(x).view(b, n, 3, 4, 8).unbind(2)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+        q, k = q * cos + q.flip(-1), k * cos - k.flip(-1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).sum()
+
+    x = torch.randn(2, 6, 32, device=device)
+    cos = torch.randn(6, 8, device=device)
+    compiled, graphs = compile_fn(fn, backends)
+    compiled(x, cos).backward()
+    got = [p.grad.clone() for p in proj.parameters()]
+    proj.zero_grad()
+    fn(x, cos).backward()
+    assert_same(got, [p.grad for p in proj.parameters()], atol=1e-4)
+    assert len(graphs) == 2, "expected a forward and a backward graph"
