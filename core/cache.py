@@ -24,10 +24,12 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
 from polyduct.errors import CodegenError
+from polyduct.remote_cache import RemoteCache, default_remote
 
 KEY_FILE = "key.json"
 Builder = Callable[[Path], None]
@@ -83,11 +85,16 @@ def _record(canonical: str, manifest: Mapping[str, str]) -> str:
 
 @dataclass
 class Cache:
-    """A cache rooted at `root`; counts its hits and builds (for reports and tests)."""
+    """A cache rooted at `root`; counts its hits and builds (for reports and tests).
+
+    `remote`: the second level asked on a local miss and given every build (remote_cache.py);
+    None: the process's configured store, if any.
+    """
 
     root: Path = field(default_factory=default_root)
     hits: int = 0
     builds: int = 0
+    remote: RemoteCache | None = None
 
     def entry(self, namespace: str, inputs: Mapping[str, str], build: Builder) -> Path:
         """The directory of the entry for `inputs`, building it with `build(tmp_dir)` if absent.
@@ -102,6 +109,9 @@ class Cache:
         final = ns_dir / digest
         if (hit := self._hit(final, canonical)) is not None:
             return hit
+        remote = self.remote or default_remote()
+        if (hit := self._pull(namespace, final, canonical, claim=True)) is not None:
+            return hit
         tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=ns_dir))
         try:
             build(tmp)
@@ -115,8 +125,12 @@ class Cache:
             except OSError:
                 if not self._valid(final, canonical):  # lost a race to a bad entry: keep ours
                     raise
+            if remote is not None:
+                remote.push(namespace, digest, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            if remote is not None:  # a failed build too: processes waiting for it go on
+                remote.release(namespace, digest)
         self.builds += 1
         return final
 
@@ -125,11 +139,22 @@ class Cache:
         (nor creating directories; existing ones are checked as `entry` checks them)."""
         digest, canonical = _key(namespace, inputs)
         ns_dir = self.root / namespace
-        if not ns_dir.is_dir():
+        if ns_dir.is_dir():
+            _check_dir(self.root)
+            _check_dir(ns_dir)
+            if (hit := self._hit(ns_dir / digest, canonical)) is not None:
+                return hit
+        return self._pull(namespace, ns_dir / digest, canonical, claim=False)
+
+    def _pull(self, namespace: str, final: Path, canonical: str, claim: bool) -> Path | None:
+        """`final` filled from the remote level if it holds a valid entry, else None (having
+        claimed the build for this process where `claim`: see `RemoteCache.pull`)."""
+        if (remote := self.remote or default_remote()) is None:
             return None
-        _check_dir(self.root)
-        _check_dir(ns_dir)
-        return self._hit(ns_dir / digest, canonical)
+        _secure_dir(final.parent.parent)
+        _secure_dir(final.parent)
+        check = partial(self._valid, canonical=canonical)
+        return remote.pull(namespace, final.name, final, check, claim)
 
     def _hit(self, entry: Path, canonical: str) -> Path | None:
         """`entry` if it holds a valid artifact for `canonical` (counted as a hit), else None."""

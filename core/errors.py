@@ -122,3 +122,23 @@ class KernelAssertError(CodegenError, AssertionError):
     def __init__(self, kernel: str, backend: str, msg: str) -> None:
         self.kernel, self.backend, self.msg = kernel, backend, msg
         super().__init__(f"backend {backend!r}, kernel {kernel!r}: device assertion failed: {msg}")
+
+
+class PackagingUnsupported(CodegenError):
+    """A kernel backend cannot load prebuilt kernels, so its kernels cannot go in an AOT package."""
+
+    def __init__(self, backend: str) -> None:
+        super().__init__(
+            f"kernel backend {backend!r} cannot load prebuilt kernels, so a program using it "
+            "cannot be packaged ahead of time (KernelBackend.package / load_packaged)"
+        )
+        self.backend = backend
+
+
+class PackageError(CodegenError):
+    """An AOT package that cannot be loaded here: damaged, truncated, of another format version,
+    or made for another torch, Python, machine or device."""
+
+    def __init__(self, path: object, reason: str) -> None:
+        super().__init__(f"AOT package {path}: {reason}")
+        self.path, self.reason = path, reason

@@ -30,12 +30,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 import sympy
 import torch
 
-from polyduct.errors import IncompleteBackend
+from polyduct.errors import IncompleteBackend, PackagingUnsupported
 from polyduct.ops import OpHandler, missing_ops
 
 Role = Literal["in", "out", "inout", "local"]
@@ -148,6 +149,17 @@ class KernelBackend(ABC):
     @abstractmethod
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         """Compile or fetch from the cache every kernel in `sources`; name -> callable."""
+
+    def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
+        """The compiled files of `sources` (as `load` builds them), by relative path, for an AOT
+        package (polyduct.aot): `load_packaged` loads the kernels from them with no compiler.
+        A backend that cannot load prebuilt kernels keeps this default, which refuses."""
+        raise PackagingUnsupported(self.name)
+
+    def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
+        """`load` from the files `package` returned, written under the directory `files`
+        (which is removed once this returns: what it loads must not need it afterwards)."""
+        raise PackagingUnsupported(self.name)
 
 
 def check_complete(backend: type[KernelBackend]) -> None:

@@ -46,7 +46,8 @@ def _name(requirement: str) -> str:
 @pytest.mark.parametrize("pyproject", sorted(PACKAGES))
 def test_every_import_is_declared_with_a_range(pyproject: str) -> None:
     project = _toml(ROOT / pyproject)["project"]
-    declared = {_name(r): r for r in project["dependencies"]}
+    extras = [r for group in project.get("optional-dependencies", {}).values() for r in group]
+    declared = {_name(r): r for r in [*project["dependencies"], *extras]}
     package = ROOT / PACKAGES[pyproject]
     own = {package.name, "polyduct"}
     missing = sorted(_imports(package) - own - OPTIONAL - set(declared))

@@ -11,7 +11,7 @@ import functools
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -20,6 +20,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from polyduct import plugins as plugin_mod
+from polyduct import remote_cache
 from polyduct.errors import UnsupportedOp
 from polyduct.frontend import (
     lowerings_index,
@@ -101,6 +102,11 @@ class CompiledGraph:
     source: str
     graph_name: str = "inference"
     graph_index: int = 0
+    # What `fn` adds around the wrapper's `call` (for AOT packages, which rebuild it): the graph's
+    # tensor constants appended to the arguments, and non-tensor outputs put back in place.
+    attrs: tuple[torch.Tensor, ...] = ()
+    constant_outputs: Mapping[int, Any] = field(default_factory=dict)
+    output_count: int = 0
 
     @property
     def kernel_count(self) -> int:
@@ -124,6 +130,8 @@ def compile_graph(
     """
     plugins = plugin_mod.load()
     options.validate(plugins)
+    if options.remote_cache is not None:
+        remote_cache.configure(options.remote_cache)
     sets = {
         name: scope_from_set(name, spec.overrides) for name, spec in plugins.override_sets.items()
     }
@@ -154,11 +162,13 @@ def compile_graph(
     loader = plugins.kernel_loader(backend_opts)
     built = wrapper.build(program, loader)
     fn = _with_constants(_entry(built), constants, total_outputs)
-    fn = _with_attrs(fn, tuple(lowering.attrs.values()))
+    attrs = tuple(lowering.attrs.values())
+    fn = _with_attrs(fn, attrs)
     # the Python wrapper rendered its source to build it: not rendered a second time
     source = built.source if isinstance(built, CompiledModule) else wrapper.render(program)
     compiled = CompiledGraph(
-        specs, sources, program, lowering.report, fn, source, graph_name, graph_index
+        specs, sources, program, lowering.report, fn, source, graph_name, graph_index,
+        attrs, constants, total_outputs,
     )
     LOG.info("%s: %d kernels; extern calls:\n%s", title, compiled.kernel_count, lowering.report)
     log_output_code(title, source, getattr(built, "path", None), sources.values())

@@ -19,9 +19,10 @@ from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct import plugins as plugin_mod
 from polyduct.cache_admin import auto_prune
+from polyduct.cudagraphs import CudaGraphed
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
-from polyduct.frontend.entry_checks import check_arguments, warn_load_errors
+from polyduct.frontend.entry_checks import check_arguments, mode_options, warn_load_errors
 from polyduct.frontend.options import FrontendOptions
 from polyduct.overrides import kept_whole, matches, scope_from_set
 
@@ -34,10 +35,11 @@ def polyduct_backend(
 ) -> Callable[..., Any]:
     """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers.
 
-    `kwargs` holds what torch.compile passes besides `options`: only `mode` (entry_checks.MODES).
+    `kwargs` holds what torch.compile passes besides `options`: only `mode` (entry_checks.MODES;
+    "reduce-overhead" and "max-autotune" turn on CUDA graphs, as under Inductor).
     """
     check_arguments(kwargs)
-    opts = FrontendOptions.from_mapping(options)
+    opts = FrontendOptions.from_mapping({**(options or {}), **mode_options(kwargs.get("mode"))})
     plugins = plugin_mod.load()
     warn_load_errors(plugins.errors)
     opts.validate(plugins)
@@ -47,8 +49,12 @@ def polyduct_backend(
 
     def compiler_for(name: str) -> Callable[..., Any]:
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
-            compiled = compile_graph(graph, inputs, opts, next(position), name)
-            return make_boxed_func(compiled.fn)
+            index = next(position)
+            compiled = compile_graph(graph, inputs, opts, index, name)
+            fn = compiled.fn
+            if opts.cudagraphs:
+                fn = CudaGraphed(fn, f"{name} graph {index}")
+            return make_boxed_func(fn)
 
         return compiler
 

@@ -1,7 +1,7 @@
 """Checks at the `torch.compile` entry point: `mode`, unexpected arguments, plugin load failures.
 
-Each mistake is loud: an argument polyduct does not know raises, a `mode` polyduct does not
-implement is warned about (once per process and mode, by Python's warning registry) with what
+Each mistake is loud: an argument polyduct does not know raises, a `mode` polyduct implements
+only in part is warned about (once per process and mode, by Python's warning registry) with what
 polyduct does instead, and a plugin that failed to load is warned about with its error, so a
 backend that silently went missing does not look like a slow or wrong compile.
 """
@@ -18,18 +18,20 @@ MODES: Mapping[str, str] = {
     "default": "",
     "max-autotune": (
         "polyduct always tunes the launch configuration of its Triton kernels "
-        "(kernel_options={'autotune': False} turns that off), does not tune matmul templates "
-        "and does not capture CUDA graphs; compiling as mode='default'"
+        "(kernel_options={'autotune': False} turns that off) and does not tune matmul templates; "
+        "compiling as mode='reduce-overhead' (CUDA graphs)"
     ),
     "max-autotune-no-cudagraphs": (
         "polyduct always tunes the launch configuration of its Triton kernels "
         "(kernel_options={'autotune': False} turns that off) and does not tune matmul templates; "
         "compiling as mode='default'"
     ),
-    "reduce-overhead": (
-        "polyduct does not capture CUDA graphs; its generated wrapper launches kernels directly "
-        "with per-size launch tables; compiling as mode='default'"
-    ),
+    "reduce-overhead": "",  # CUDA graphs (polyduct.cudagraphs)
+}
+# The options a mode sets (the rest compile as mode="default").
+MODE_OPTIONS: Mapping[str, Mapping[str, Any]] = {
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"cudagraphs": True},
 }
 
 
@@ -45,6 +47,11 @@ def check_arguments(kwargs: Mapping[str, Any]) -> None:
         raise InvalidOption("polyduct", "mode", mode, "one of " + ", ".join(MODES))
     if MODES[mode]:
         warnings.warn(f"polyduct: torch.compile(mode={mode!r}): {MODES[mode]}", stacklevel=3)
+
+
+def mode_options(mode: str | None) -> Mapping[str, Any]:
+    """The frontend options `mode` (checked by `check_arguments`) sets."""
+    return MODE_OPTIONS.get(mode or "default", {})
 
 
 def warn_load_errors(errors: Any) -> None:

@@ -28,6 +28,8 @@ _KEYS = (
     "observer",
     "realize_cost",
     "overrides",
+    "remote_cache",
+    "cudagraphs",
 )
 
 
@@ -39,6 +41,10 @@ class FrontendOptions:
     plugin and core lowerings). `observer`: called with each `CompiledGraph` (tests, tooling).
     `realize_cost`: a multi-use pointwise value larger than this is computed once into a buffer.
     `overrides`: a `polyduct.overrides.Scope` for this program only (docs/overrides.md).
+    `remote_cache`: a redis://host:port/db store shared by every cache of this process (as
+    `POLYDUCT_REMOTE_CACHE`; docs/remote-cache.md). It selects no code, so is not in `cache_key`.
+    `cudagraphs`: replay each CUDA graph's launches through CUDA graphs (polyduct.cudagraphs);
+    `mode="reduce-overhead"` sets it. Not in `cache_key` either: the generated code is the same.
     """
 
     kernels: str = "auto"
@@ -50,6 +56,8 @@ class FrontendOptions:
     observer: Callable[[Any], None] | None = None
     realize_cost: int = 24
     overrides: Scope | None = None
+    remote_cache: str | None = None
+    cudagraphs: bool = False
 
     def __post_init__(self) -> None:
         if self.overrides is not None and not isinstance(self.overrides, Scope):

@@ -6,6 +6,8 @@ import ctypes
 import json
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
 from typing import Any, ClassVar, Final, final
 
 from polyduct.cache import Cache, default_cache
@@ -14,13 +16,14 @@ from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource,
 from polyduct_cpp.codegen import generate, kernel_symbol
 from polyduct_cpp.compiler import compile_library
 from polyduct_cpp.ctypes_map import STORAGE
-from polyduct_cpp.launcher import launcher_module
+from polyduct_cpp.launcher import LAUNCHER_STEM, import_launcher, launcher_module, launcher_path
 from polyduct_cpp.loader import make_kernel
 from polyduct_cpp.ops import CppOps
 from polyduct_cpp.options import CppOptions
 
 _META: Final = "// polyduct-cpp-meta: "
 _INCLUDE: Final = '#include "polyduct_cpp.h"'
+LIBRARY_FILE: Final = "kernels.so"  # in an AOT package
 _LIBRARIES: dict[str, ctypes.CDLL] = {}  # loaded libraries stay loaded (kernels point into them)
 
 
@@ -56,10 +59,33 @@ class CppBackend(KernelBackend):
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         if not sources:
             return {}
-        parts, spans, metas = [_INCLUDE, ""], [], {}
+        library, launcher = self._build(sources)
+        lib = _LIBRARIES.setdefault(str(library), ctypes.CDLL(str(library)))
+        return _bind(lib, sources, launcher)
+
+    def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
+        """The graph's shared library and, where it was built, the launcher extension."""
+        if not sources:
+            return {}
+        library, _ = self._build(sources)
+        files = {LIBRARY_FILE: library.read_bytes()}
+        if (launcher := launcher_path(self.cache.root, self.options.compiler)) is not None:
+            files[launcher.name] = launcher.read_bytes()
+        return files
+
+    def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
+        if not sources:
+            return {}
+        lib = _LIBRARIES.setdefault(str(files), ctypes.CDLL(str(files / LIBRARY_FILE)))
+        found = [p for p in files.iterdir() if p.name.startswith(LAUNCHER_STEM)]
+        launcher = import_launcher(found[0]) if found else None
+        return _bind(lib, sources, launcher)
+
+    def _build(self, sources: Sequence[KernelSource]) -> tuple[Path, ModuleType | None]:
+        """The shared library of all of `sources` (one translation unit) and the launcher."""
+        parts, spans = [_INCLUDE, ""], []
         line = 3
         for src in sources:
-            metas[src.name] = _meta(src)
             body = src.source.replace(_INCLUDE + "\n", "", 1)
             spans.append((line, src.name))
             parts.append(body)
@@ -68,15 +94,21 @@ class CppBackend(KernelBackend):
         with ThreadPoolExecutor(max_workers=1) as pool:
             launcher_job = pool.submit(launcher_module, self.cache.root, self.options.compiler)
             library = compile_library(self.cache, "\n".join(parts) + "\n", spans, self.options)
-            launcher = launcher_job.result()
-        lib = _LIBRARIES.setdefault(str(library), ctypes.CDLL(str(library)))
-        kernels: dict[str, KernelFn] = {}
-        for name, meta in metas.items():
-            fn = getattr(lib, meta["symbol"])
-            kernels[name] = make_kernel(
-                name, fn, meta["tensors"], meta["sizes"], meta["sites"], launcher
-            )
-        return kernels
+            return library, launcher_job.result()
+
+
+def _bind(
+    lib: ctypes.CDLL, sources: Sequence[KernelSource], launcher: ModuleType | None
+) -> dict[str, KernelFn]:
+    """Each kernel of `sources` as a callable over its symbol in the loaded library `lib`."""
+    kernels: dict[str, KernelFn] = {}
+    for src in sources:
+        meta = _meta(src)
+        fn = getattr(lib, meta["symbol"])
+        kernels[src.name] = make_kernel(
+            src.name, fn, meta["tensors"], meta["sizes"], meta["sites"], launcher
+        )
+    return kernels
 
 
 def _meta(src: KernelSource) -> dict[str, Any]:

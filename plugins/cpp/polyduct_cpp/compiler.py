@@ -98,10 +98,6 @@ def compile_library(
     return cache.entry("cpp", inputs, build) / LIBRARY_NAME
 
 
-class _Absent(Exception):
-    """Raised by a probe builder: the cache entry does not exist yet."""
-
-
 _PCH_BUILDS: dict[str, threading.Thread] = {}
 
 
@@ -124,14 +120,8 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
     compiler, flags and header text) removes it.
     """
     _, inputs = _pch_inputs(options, cpu)
-
-    def probe(directory: Path) -> None:
-        raise _Absent
-
-    try:
-        return cache.entry("cpp-pch", inputs, probe)
-    except _Absent:
-        return None
+    # a lookup, not a build: it never waits on another process's claim to build it (remote_cache)
+    return cache.lookup("cpp-pch", inputs)
 
 
 def start_precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> None:

@@ -23,17 +23,25 @@ from polyduct.cache import Cache
 from polyduct_cpp.compiler import INCLUDE_DIR, compiler_identity
 
 SOURCE = INCLUDE_DIR / "launcher.cpp"
+LAUNCHER_STEM = "_pd_launch"  # the extension's module name (PyInit__pd_launch)
 
 
 @functools.lru_cache(maxsize=4)
 def launcher_module(cache_root: Path, compiler: str) -> ModuleType | None:
     """The imported launcher extension, or None where it cannot be built."""
+    path = launcher_path(cache_root, compiler)
+    return None if path is None else import_launcher(path)
+
+
+@functools.lru_cache(maxsize=4)
+def launcher_path(cache_root: Path, compiler: str) -> Path | None:
+    """The launcher extension built into the cache, or None where it cannot be built."""
     include = sysconfig.get_paths().get("include", "")
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     if not (Path(include) / "Python.h").exists():
         return None
     source = SOURCE.read_text()
-    filename = f"_pd_launch{suffix}"
+    filename = f"{LAUNCHER_STEM}{suffix}"
     inputs = {
         "source": source,
         "python": sys.version,
@@ -60,11 +68,15 @@ def launcher_module(cache_root: Path, compiler: str) -> ModuleType | None:
         subprocess.run(cmd, capture_output=True, text=True, check=True)
 
     try:
-        path = Cache(cache_root).entry("cpp-launcher", inputs, build) / filename
+        return Cache(cache_root).entry("cpp-launcher", inputs, build) / filename
     except (subprocess.CalledProcessError, OSError):
         return None
-    loader = importlib.machinery.ExtensionFileLoader("_pd_launch", str(path))
-    spec = importlib.util.spec_from_file_location("_pd_launch", path, loader=loader)
+
+
+def import_launcher(path: Path) -> ModuleType | None:
+    """The launcher extension at `path`, imported and bound to this torch (None if it cannot be)."""
+    loader = importlib.machinery.ExtensionFileLoader(LAUNCHER_STEM, str(path))
+    spec = importlib.util.spec_from_file_location(LAUNCHER_STEM, path, loader=loader)
     if spec is None:
         return None
     module = importlib.util.module_from_spec(spec)

@@ -146,6 +146,7 @@ class Runtime:
     """The Halide runtime library of one target, loaded globally; collects error messages."""
 
     def __init__(self, path: Path, gpu: bool = False) -> None:
+        self.path = path
         self.lib = ctypes.CDLL(str(path), mode=os.RTLD_GLOBAL)
         # One list for every runtime: with a host and a CUDA runtime loaded, the symbols both
         # export (halide_error among them) bind to the first one loaded, whose handler reports.
@@ -167,10 +168,7 @@ _RUNTIMES: dict[str, Runtime] = {}
 
 def runtime(target: hl.Target) -> Runtime:
     """The process's runtime for `target`, built into the cache on first use."""
-    # The runtime's own code does not depend on strict floats (and Halide refuses to build it so).
-    base = target.without_feature(hl.TargetFeature.JIT).without_feature(
-        hl.TargetFeature.StrictFloat
-    )
+    base = runtime_target(target)
     key = str(base)
     if key in _RUNTIMES:
         return _RUNTIMES[key]
@@ -191,6 +189,22 @@ def runtime(target: hl.Target) -> Runtime:
     )
     _RUNTIMES[key] = Runtime(entry / _RUNTIME, base.has_gpu_feature())
     return _RUNTIMES[key]
+
+
+def runtime_target(target: hl.Target) -> hl.Target:
+    """The target of `target`'s runtime library (`_RUNTIMES` holds one per such target)."""
+    # The runtime's own code does not depend on strict floats (and Halide refuses to build it so).
+    return target.without_feature(hl.TargetFeature.JIT).without_feature(
+        hl.TargetFeature.StrictFloat
+    )
+
+
+def packaged_runtime(path: Path, target: str, gpu: bool) -> Runtime:
+    """The runtime for `target` (a `runtime_target` string): the process's own if it has one
+    (two runtimes would bind their shared symbols to the first), else the one at `path`."""
+    if target not in _RUNTIMES:
+        _RUNTIMES[target] = Runtime(path, gpu)
+    return _RUNTIMES[target]
 
 
 def _glue(target: hl.Target) -> dict[str, str]:

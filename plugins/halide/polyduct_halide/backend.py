@@ -144,12 +144,16 @@ class HalideBackend(KernelBackend):
             "torch": torch.__version__,
         }
 
-    def _load_one(self, source: KernelSource) -> KernelFn:
+    def _located(self, source: KernelSource) -> tuple[str, hl.Target, dict[str, str], str]:
+        """The kernel's device, Halide target, cache key inputs and their digest."""
         found = _DEVICE.search(source.source)
         device = found.group(1) if found else "cpu"
         target = self.options.halide_target(device)
         key = self._key(source, target, device)
-        digest = hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()
+        return device, target, key, hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest()
+
+    def _load_one(self, source: KernelSource) -> KernelFn:
+        device, target, key, digest = self._located(source)
         compiler = aot.compiler() if self.options.aot or device == "cuda" else None
         if compiler is None and device == "cuda":
             raise KernelCompileError(
@@ -158,15 +162,16 @@ class HalideBackend(KernelBackend):
         memo = f"{digest}:{compiler or 'jit'}"
         if memo in _LOADED:
             return _LOADED[memo]
-        entry = default_cache().entry("halide", key, _writer(source.source))
-        path = entry / _SOURCE_FILE
+        path = self._source_entry(source, key) / _SOURCE_FILE
         module = import_module_file(path, f"polyduct_halide_pipeline_{digest[:24]}")
 
         def compile_for(schedule: str) -> KernelFn:
             try:
                 if compiler is None:
                     return make_kernel(module, self._jit(module, target, schedule), self.name)
-                return self._load_library(module, key, digest, compiler, target, schedule)
+                runtime = aot.runtime(target)  # loaded globally before a kernel library binds
+                entry, fn = self._library(module, key, digest, compiler, target, schedule)
+                return make_aot_kernel(module, aot.load_function(entry, fn), runtime, self.name)
             except Exception as err:  # Halide raises HalideError or RuntimeError
                 raise KernelCompileError(
                     self.name,
@@ -194,11 +199,15 @@ class HalideBackend(KernelBackend):
         _LOADED[memo] = kernel
         return kernel
 
+    def _source_entry(self, source: KernelSource, key: dict[str, str]) -> Path:
+        """The cache entry holding the kernel's pipeline module."""
+        return default_cache().entry("halide", key, _writer(source.source))
+
     def _jit(self, module: ModuleType, target: hl.Target, schedule: str) -> Any:
         pipeline, arguments = module.build(target, schedule)
         return pipeline.compile_to_callable(arguments, target)
 
-    def _load_library(
+    def _library(
         self,
         module: ModuleType,
         key: dict[str, str],
@@ -206,9 +215,9 @@ class HalideBackend(KernelBackend):
         compiler: str,
         target: hl.Target,
         schedule: str,
-    ) -> KernelFn:
-        """The kernel from its cached shared library, compiling and linking it on a miss."""
-        runtime = aot.runtime(target)  # loaded globally before any kernel library binds to it
+    ) -> tuple[Path, str]:
+        """The cache entry holding the pipeline's shared library for `schedule`, and its
+        entry point's name."""
         fn_name = f"polyduct_halide_{digest[:24]}_{schedule.lower()}"
 
         def build(directory: Path) -> None:
@@ -216,8 +225,18 @@ class HalideBackend(KernelBackend):
             aot.compile_library(pipeline, arguments, fn_name, target, directory)
 
         inputs = {**key, "artifact": aot.LIBRARY, "function": fn_name, "cc": compiler}
-        entry = default_cache().entry("halide-aot", inputs, build)
-        return make_aot_kernel(module, aot.load_function(entry, fn_name), runtime, self.name)
+        return default_cache().entry("halide-aot", inputs, build), fn_name
+
+    def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
+        """Each kernel's pipeline module and shared libraries, and the Halide runtime."""
+        from polyduct_halide.package import package_kernels
+
+        return package_kernels(self, sources)
+
+    def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
+        from polyduct_halide.package import load_packaged_kernels
+
+        return load_packaged_kernels(self, sources, files)
 
 
 # Halide's buffer checks at pipeline entry, before anything is computed or written.
