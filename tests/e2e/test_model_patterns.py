@@ -206,6 +206,7 @@ def test_expanded_mask_saved_for_backward_keeps_stride_zero(
     keep = torch.tensor([[1.0, 1, 1, 0, 0], [1, 1, 1, 1, 1]], device=device)
     compiled, graphs = compile_fn(fn, backends)
     compiled(x, keep).backward()
+    assert len(graphs) == 2, "expected a forward and a backward graph"
     got = [p.grad.clone() for p in proj.parameters()]
     proj.zero_grad()
     fn(x, keep).backward()
