@@ -243,6 +243,11 @@ class CIndexPrinter(StrPrinter):
     def _print_Integer(self, expr: sympy.Integer) -> str:
         return str(int(expr))
 
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        """sympy's Mod takes the divisor's sign (Python's %); C's % the dividend's."""
+        base, divisor = (str(self._print(a)) for a in expr.args)
+        return f"(((({base}) % ({divisor})) + ({divisor})) % ({divisor}))"
+
     def _print_Min(self, expr: sympy.Min) -> str:
         return self._fold(expr.args, "<")
 
@@ -268,6 +273,10 @@ class PythonIndexPrinter(CIndexPrinter):
     def _print_ModularIndexing(self, expr: ModularIndexing) -> str:
         base, divisor, modulus = (self._print(a) for a in expr.args)
         return f"((({base}) // ({divisor})) % ({modulus}))"
+
+    def _print_Mod(self, expr: sympy.Mod) -> str:
+        base, divisor = (str(self._print(a)) for a in expr.args)
+        return f"(({base}) % ({divisor}))"
 
     min_fn, max_fn = "min", "max"
     """What min and max of index expressions call: Python's builtins; a printer for a kernel

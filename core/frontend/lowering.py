@@ -421,7 +421,7 @@ def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
     data-dependent (unbacked) size is left to the node's lowering or extern call.
     """
     val = node.meta.get("val")
-    if not isinstance(val, torch.SymInt):
+    if not isinstance(val, (torch.SymInt, torch.SymFloat)):
         return None
     expr = sym_expr(val)
     if all(str(s).startswith("s") for s in expr.free_symbols):

@@ -21,7 +21,7 @@ def sym_expr(value: Any) -> sympy.Expr:
     """
     if type(value) is int:
         return _integer(value)
-    if isinstance(value, torch.SymInt):
+    if isinstance(value, (torch.SymInt, torch.SymFloat)):  # a float of sizes: a scale factor
         return _from_torch(value.node.expr)
     if isinstance(value, (int, sympy.Expr)):
         return sympy.sympify(value)
