@@ -37,13 +37,16 @@ def _models(rows: Rows) -> list[str]:
 
 
 def pass_rate(rows: Rows, variant: str, check: str) -> tuple[int, int] | None:
-    """(passed, models) of one check of one variant; a model whose worker died before the
-    check counts as a failure. None when the check was not run for this variant."""
+    """(passed, counted) of one check of one variant over the models that ran it; a model whose
+    worker crashed or timed out before the check counts as a failure, one whose run was stopped
+    (a `stopped` row) does not count. None when no model ran the check for this variant."""
     models = _models(rows)
-    found = [_find(rows, m, variant, check) for m in models]
-    if not any(found):
+    died = {r["model"] for r in rows if r["check"] == "worker"}
+    found = {m: _find(rows, m, variant, check) for m in models}
+    if not any(found.values()):
         return None
-    return sum(1 for r in found if r and r["ok"]), len(models)
+    counted = [m for m in models if found[m] or m in died]
+    return sum(1 for m in counted if (found[m] or {}).get("ok")), len(counted)
 
 
 def speedups(rows: Rows, variant: str, base: str, check: str) -> dict[str, float]:
@@ -174,7 +177,9 @@ def noise(doc: dict[str, Any]) -> str:
         f"({meta['device_name']}), {meta['dtype']}, {meta['threads']} threads, "
         f"{meta['cpus']} CPUs; suite wall time {meta.get('wall_s', 0) / 60:.0f} min. "
         f"Machine noise: load average (1, 5, 15 min) {load[0]} at start, {load[1]} at end; "
-        f"median spread of a variant's timing samples (max - min) / median: {median_spread}.\n"
+        f"median spread of a variant's timing samples (max - min) / median: {median_spread}."
+        + (f" {meta['note']}" if meta.get("note") else "")
+        + "\n"
     )
 
 
