@@ -41,6 +41,18 @@ class DuplicateName(CodegenError):
         super().__init__(f"{kind} {name!r} is registered twice: by {old} and by {new}")
 
 
+class ContestedName(CodegenError):
+    """Several distributions registered one name; none of them is used until the user chooses."""
+
+    def __init__(self, kind: str, name: str, claimants: Iterable[str]) -> None:
+        self.kind, self.name, self.claimants = kind, name, tuple(claimants)
+        super().__init__(
+            f"{kind} {name!r} is claimed by {' and by '.join(self.claimants)}; none of them is "
+            f"used. Choose one with POLYDUCT_CHOOSE={name}=DISTRIBUTION "
+            "(or PluginOptions(choose=...))"
+        )
+
+
 class UnknownName(CodegenError):
     """A name (backend, wrapper, op, option) was asked for that is not registered."""
 
