@@ -71,6 +71,19 @@ def _train(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(h, (h.shape[-1],)).square().mean()
 
 
+def _scalar_reductions(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Reductions of 0-d tensors: one element, no reduction loop (issue 28)."""
+    floats = (x.sum(), x.mean(), x.amax(), x.amin(), x.logsumexp(0), x.norm(), x.prod())
+    spread = (x.var(correction=0), x.std(correction=0), x.var(), x.softmax(0), x.sum(0, True))
+    ints = (i.sum(), i.prod(), i.amax(), i.argmax(), i.argmin(), x.argmax(), i.all(), i.any())
+    return floats + spread + ints + (x.bool().all(), (x * 0).any())
+
+
+def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The mean of no elements is NaN, also when Welford computes it with the variance."""
+    return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
+
+
 @dataclass(frozen=True)
 class GraphCase:
     """One program: `fn` over `make(seed, size)` inputs; `sizes` > 1 entries re-run the compiled
@@ -118,6 +131,15 @@ def _int_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"a": a, "b": b}
 
 
+def _scalar_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = _randn(gen) * 3
+    return {"x": x, "i": torch.randint(-9, 9, (), generator=gen, dtype=torch.int64)}
+
+
+def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, size[0], 0)}
+
+
 def _train_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, 6, 16), "w": _randn(gen, 16, 24) * 0.2, "b": _randn(gen, 24)}
 
@@ -130,6 +152,8 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("multi_output", _multi_output, _one, ((6, 29),)),
     GraphCase("in_place", _in_place, _two, ((11, 13),), mutates=("x", "y")),
     GraphCase("int_where", _int_where, _int_inputs, ((9, 21),), dtype=torch.int64),
+    GraphCase("scalar_reductions", _scalar_reductions, _scalar_inputs),
+    GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),
