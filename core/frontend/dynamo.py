@@ -21,6 +21,7 @@ from polyduct import plugins as plugin_mod
 from polyduct.frontend.compile import compile_graph
 from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.options import FrontendOptions
+from polyduct.frontend.overlap import check_overlapping_writes
 from polyduct.overrides import kept_whole, matches, scope_from_set
 
 
@@ -34,6 +35,7 @@ def polyduct_backend(
     opts = FrontendOptions.from_mapping(options)
     plugins = plugin_mod.load()
     opts.validate(plugins)
+    check_overlapping_writes(gm)
 
     position = itertools.count()
 

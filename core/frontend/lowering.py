@@ -258,6 +258,8 @@ class GraphLowering:
     ) -> Any:
         if fn is None:
             self.report.add(name, "no lowering")
+        elif (odd := _library_only_dtype(node)) is not None:
+            self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
             ctx = LoweringContext(self.graph, node, self.seeds, self.report)
             try:
@@ -393,6 +395,15 @@ def _shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
             out = out.args[0]
         count[out] = count.get(out, 0) + 1
     return {node for node, n in count.items() if n > 1}
+
+
+def _library_only_dtype(node: torch.fx.Node) -> torch.dtype | None:
+    """A dtype the op reads or makes that no kernel backend computes (complex), if any."""
+    vals = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    for val in torch.utils._pytree.tree_leaves(vals):
+        if isinstance(val, torch.Tensor) and val.dtype.is_complex:
+            return val.dtype
+    return None
 
 
 def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
