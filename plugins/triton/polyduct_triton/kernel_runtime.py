@@ -6,7 +6,8 @@ and executes it in each generated module's namespace (a module's own source is t
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
 INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, BLOCK_MERGES, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED,
-ASSERTS, the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
+ASSERTS, the kernel `_kernel`, RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key)
+and _LAUNCH_LOCK (the process's one `launcher.LAUNCH_LOCK`).
 """
 # ruff: noqa: F821 - the names above are the generated module's
 
@@ -474,8 +475,9 @@ def _run(tensors, sizes, xnumel, rnumel, idx64, err):
                    (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
             return
     try:
-        cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
-        ready = _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
+        with _LAUNCH_LOCK:  # launcher.LAUNCH_LOCK: the interpreter and tuning are not thread-safe
+            cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
+            ready = _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
     except _SOURCE_ERRORS as exc:
         from polyduct.errors import KernelCompileError
 
