@@ -128,7 +128,10 @@ def compile_graph(
     default_kernels = default_kernel_backend(gm, plugins, options.kernels)
     kernels = whole.kernels if whole is not None and whole.kernels else default_kernels
     wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
-    lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
+    limits = plugins.kernel_backends.get(kernels).backend_cls.caps.sort_limits
+    lowering = GraphLowering(
+        lowering_table(options, plugins), options.realize_cost, resolver, limits
+    )
     graph = lowering.run(gm)
     total_outputs = len(graph.outputs)
     constants = _take_constant_outputs(graph)

@@ -70,6 +70,7 @@ class LoweringContext:
     node: torch.fx.Node
     seeds: list[str]
     report: FallbackReport = field(default_factory=FallbackReport)
+    sort_limits: Mapping[str, int] = field(default_factory=dict)  # the kernel backend's caps
 
     @property
     def meta(self) -> Any:
@@ -114,8 +115,10 @@ class GraphLowering:
         lowerings: Mapping[str, LoweringFn],
         realize_cost: int = 24,
         resolver: Resolver | None = None,
+        sort_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.lowerings = lowerings
+        self.sort_limits = sort_limits or {}
         self.resolver = resolver if resolver is not None else Resolver(())
         self.barriers: list[tuple[int, int]] = []  # node index ranges no kernel fuses across
         self._barrier_label = ""
@@ -261,7 +264,7 @@ class GraphLowering:
         elif (odd := _library_only_dtype(node)) is not None:
             self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
-            ctx = LoweringContext(self.graph, node, self.seeds, self.report)
+            ctx = LoweringContext(self.graph, node, self.seeds, self.report, self.sort_limits)
             try:
                 return fn(ctx, *args, **kwargs)
             except Fallback as why:
