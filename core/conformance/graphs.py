@@ -79,6 +79,12 @@ def _scalar_reductions(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, 
     return floats + spread + ints + (x.bool().all(), (x * 0).any())
 
 
+def _int_rounding(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Float-domain ops of integers: rounding is the identity, isnan false, fmod C's remainder."""
+    rounded = (a.floor(), a.ceil(), a.trunc(), a.round())
+    return (*rounded, a.isnan(), a.isinf(), a.signbit(), torch.fmod(a, b), torch.fmod(a, 7))
+
+
 def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The mean of no elements is NaN, also when Welford computes it with the variance."""
     return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
@@ -153,6 +159,7 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("in_place", _in_place, _two, ((11, 13),), mutates=("x", "y")),
     GraphCase("int_where", _int_where, _int_inputs, ((9, 21),), dtype=torch.int64),
     GraphCase("scalar_reductions", _scalar_reductions, _scalar_inputs),
+    GraphCase("int_rounding", _int_rounding, _int_inputs, ((5, 9),), dtype=torch.int64),
     GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
