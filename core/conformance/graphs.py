@@ -85,6 +85,11 @@ def _int_rounding(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (*rounded, a.isnan(), a.isinf(), a.signbit(), torch.fmod(a, b), torch.fmod(a, 7))
 
 
+def _negative_polygamma(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Hurwitz zeta of a negative q sums direct terms up to q + k > 9, as torch does."""
+    return torch.polygamma(2, x), torch.polygamma(3, x), torch.special.zeta(4.0, x)
+
+
 def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The mean of no elements is NaN, also when Welford computes it with the variance."""
     return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
@@ -142,6 +147,11 @@ def _scalar_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": x, "i": torch.randint(-9, 9, (), generator=gen, dtype=torch.int64)}
 
 
+def _negative_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = torch.rand(size, generator=gen) * -20 - 0.5
+    return {"x": torch.where(x == x.round(), x - 0.25, x)}  # poles (integers) excluded
+
+
 def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, size[0], 0)}
 
@@ -161,6 +171,7 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("scalar_reductions", _scalar_reductions, _scalar_inputs),
     GraphCase("int_rounding", _int_rounding, _int_inputs, ((5, 9),), dtype=torch.int64),
     GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
+    GraphCase("negative_polygamma", _negative_polygamma, _negative_inputs, ((4, 9),)),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),
