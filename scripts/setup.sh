@@ -9,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip "$@"; }
 pip install -q --disable-pip-version-check torch==2.13.0
-pip install -q --disable-pip-version-check "pluggy>=1.5" "sympy>=1.13" numpy pytest ruff mypy \
+pip install -q --disable-pip-version-check "pluggy>=1.5" "sympy>=1.13" numpy pytest expecttest ruff mypy \
     matplotlib "halide>=21,<22" "triton>=3.6"
 pip install -q --disable-pip-version-check --no-deps -e .
 for plugin in plugins/*/; do
