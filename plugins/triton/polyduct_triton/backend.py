@@ -52,10 +52,11 @@ class TritonOptions:
 
 
 # The longest dim a generated sort network handles; past it sort and topk are library calls. On
-# CUDA, LLVM and ptxas take minutes on longer networks (a stable sort of 300 elements compiled in
-# 171 s on an H200, a descending one of 513 did not finish in 200 s; topk over 64 took 13.7 s,
-# issue 28); the interpreter refuses blocks past 1024 elements.
-SORT_LIMITS = {"cuda": 32, "cpu": 1024}
+# an H100 a first call of a 32 x n descending sort, stable sort or topk(5) (fresh caches, compile
+# included) took 4.6-9.6 s for n = 16 to 128 and over 60 s for n = 256, each of the three (LLVM
+# and ptxas; issue 28 saw 171 s at 300 and no end at 513); the interpreter refuses blocks past
+# 1024 elements.
+SORT_LIMITS = {"cuda": 128, "cpu": 1024}
 
 
 @final
