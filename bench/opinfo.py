@@ -59,13 +59,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--only", default="", help="comma-separated OpInfo names")
+    parser.add_argument("--decomposed", action="store_true", help="decomposed ops' OpInfos too")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
-    out = Path(args.out or RESULTS / f"opinfo_{args.backend}.jsonl")
+    wide = "_decomposed" if args.decomposed else ""
+    out = Path(args.out or RESULTS / f"opinfo_{args.backend}{wide}.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     done, crashed = _done(out)
     signal.signal(signal.SIGALRM, _alarm)
-    cases = opinfo_cases(args.samples)
+    cases = opinfo_cases(args.samples, decomposed=args.decomposed)
     if args.only:
         cases = [c for c in cases if c.op in args.only.split(",")]
     with out.open("a") as log:

@@ -59,20 +59,26 @@ def _op_db() -> dict[tuple[str, str], Any]:
     return {(info.name, info.variant_test_name): info for info in op_db}
 
 
-def _lowered_packets() -> set[str]:
-    """aten packets the frontend lowers (decomposed ops are not counted)."""
+def _lowered_packets(decomposed: bool) -> set[str]:
+    """aten packets the frontend lowers; with `decomposed`, also those its decomposition table
+    rewrites (into ops it lowers or calls)."""
     from polyduct.frontend.compile import core_lowerings
+    from polyduct.frontend.decompositions import decomposition_table
 
-    return {name.split(".")[1] for name in core_lowerings() if name.startswith("aten.")}
+    names = [*core_lowerings(), *(str(op) for op in decomposition_table() if decomposed)]
+    return {name.split(".")[1] for name in names if name.startswith("aten.")}
 
 
 def _aten_name(info: Any) -> str:
     return str(getattr(info, "aten_name", None) or info.name).replace("nn.functional.", "")
 
 
-def opinfo_cases(samples: int = 2, dtypes: tuple[torch.dtype, ...] = DTYPES) -> list[OpInfoCase]:
-    """Every case of the sweep, in op_db order: lowered OpInfos x dtypes x `samples` samples."""
-    lowered = _lowered_packets()
+def opinfo_cases(
+    samples: int = 2, dtypes: tuple[torch.dtype, ...] = DTYPES, decomposed: bool = False
+) -> list[OpInfoCase]:
+    """Every case of the sweep, in op_db order: lowered OpInfos x dtypes x `samples` samples
+    (`decomposed`: OpInfos of decomposed ops too)."""
+    lowered = _lowered_packets(decomposed)
     cases: list[OpInfoCase] = []
     for (name, variant), info in _op_db().items():
         if _aten_name(info) not in lowered:
