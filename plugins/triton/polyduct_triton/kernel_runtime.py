@@ -6,8 +6,7 @@ and executes it in each generated module's namespace (a module's own source is t
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
 INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, BLOCK_MERGES, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED,
-ASSERTS, the kernel `_kernel`, RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key)
-and _LAUNCH_LOCK (the process's one `launcher.LAUNCH_LOCK`).
+ASSERTS, `_kernel`, RUNTIME_DIGEST (this file's SHA-256, in the tuning key) and `_LAUNCH_LOCK`.
 """
 # ruff: noqa: F821 - the names above are the generated module's
 
@@ -471,9 +470,8 @@ def _run(tensors, sizes, xnumel, rnumel, idx64, err):
         device = driver.get_current_device()
         if (ready := _READY.get((device, sizes))) is not None and _aligned(tensors, err):
             launch, grid0, tail = ready
-            launch(grid0, driver.get_current_stream(device),
-                   (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
-            return
+            args = (*_args(tensors, sizes, xnumel, rnumel, err), *tail)
+            return launch(grid0, driver.get_current_stream(device), args)
     try:
         with _LAUNCH_LOCK:  # launcher.LAUNCH_LOCK: the interpreter and tuning are not thread-safe
             cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
