@@ -165,7 +165,8 @@ class _Entry:
         return f"{self.origin.distribution}:{self.name}"
 
 
-def _entries() -> list[_Entry]:
+def entries() -> list[_Entry]:
+    """Every entry point of group `polyduct`, by distribution then name (nothing is imported)."""
     seen: set[str] = set()
     found: list[_Entry] = []
     for dist in metadata.distributions():
@@ -372,7 +373,7 @@ def _import_within(entry: _Entry, seconds: float) -> Any:
 def load_fresh(options: PluginOptions | None = None) -> Plugins:
     """Discover and load every plugin now, ignoring the per-process cache (tests, tools)."""
     loader = _Loader(options if options is not None else PluginOptions.from_env())
-    for entry in _entries():
+    for entry in entries():
         if loader.options.only is None or entry.origin.distribution in loader.options.only:
             loader.load(entry)
     return loader.result

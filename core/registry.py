@@ -59,6 +59,10 @@ class Registry(Generic[T]):
             claimants.append(origin)
         return ContestedName(self.kind, name, [str(c) for c in claimants])
 
+    def contested(self) -> list[str]:
+        """Names withdrawn because several distributions claimed them, sorted."""
+        return sorted(self._contested)
+
     def claimants(self, name: str) -> list[Origin]:
         """Every distribution that claimed the withdrawn name `name` (empty if it is not)."""
         return list(self._contested.get(name, ()))

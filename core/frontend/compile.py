@@ -43,6 +43,7 @@ from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
+from polyduct.plugin_index import load_for
 from polyduct.python_wrapper import CompiledModule
 from polyduct.wrapper_ir import WrapperProgram
 
@@ -119,7 +120,7 @@ def compile_graph(
     `graph_index` / `graph_name` (`forward`, `backward`, `inference`) select the scoped
     overrides that apply to this graph (docs/overrides.md).
     """
-    plugins = plugin_mod.load()
+    plugins = plugins_for(options)
     options.validate(plugins)
     sets = {
         name: scope_from_set(name, spec.overrides) for name, spec in plugins.override_sets.items()
@@ -209,6 +210,18 @@ def _codegen(
 AUTO_KERNELS = {"cuda": ("triton", "reference"), "cpu": ("cpp", "reference")}
 
 
+def plugins_for(options: FrontendOptions) -> Any:
+    """The plugins a compile with `options` uses: only the distributions of its backends (and of
+    every lowering and override set) where the plugin index knows them; all of them when scoped
+    overrides may name other backends."""
+    if options.overrides is not None:
+        return plugin_mod.load()
+    kernels = (
+        {options.kernels} if options.kernels != "auto" else set().union(*AUTO_KERNELS.values())
+    )
+    return load_for({*kernels, options.wrapper})
+
+
 def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: str) -> str:
     """`requested`, or for "auto" the default for the graph's device: cpp on CPU, triton on CUDA.
 
@@ -285,7 +298,7 @@ def compile_exported(
     from polyduct.frontend.dynamo import _decompositions
 
     opts = FrontendOptions.from_mapping(options)
-    plugins = plugin_mod.load()
+    plugins = plugins_for(opts)
     opts.validate(plugins)
     # ops a scoped override keeps whole are not decomposed (as under torch.compile)
     ep = exported.run_decompositions(_decompositions(opts, plugins))

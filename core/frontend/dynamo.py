@@ -17,8 +17,7 @@ import torch.fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
-from polyduct import plugins as plugin_mod
-from polyduct.frontend.compile import compile_graph
+from polyduct.frontend.compile import compile_graph, plugins_for
 from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.options import FrontendOptions
 from polyduct.frontend.overlap import check_overlapping_writes
@@ -33,7 +32,7 @@ def polyduct_backend(
 ) -> Callable[..., Any]:
     """The dynamo backend: validate options, then AOTAutograd with polyduct graph compilers."""
     opts = FrontendOptions.from_mapping(options)
-    plugins = plugin_mod.load()
+    plugins = plugins_for(opts)
     opts.validate(plugins)
     check_overlapping_writes(gm)
 
