@@ -90,6 +90,12 @@ def _negative_polygamma(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return torch.polygamma(2, x), torch.polygamma(3, x), torch.special.zeta(4.0, x)
 
 
+def _constant_reductions(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Reductions of values that do not depend on the element (counts): once per element."""
+    count = torch.ones_like(x, dtype=torch.int64).sum(dim=0) + x.sum(0).long()
+    return count, torch.masked.var(x), torch.masked.std(x, 1), torch.full_like(x, 1.5).prod(1)
+
+
 def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """The mean of no elements is NaN, also when Welford computes it with the variance."""
     return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
@@ -152,6 +158,10 @@ def _negative_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": torch.where(x == x.round(), x - 0.25, x)}  # poles (integers) excluded
 
 
+def _two_dims(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, *size)}
+
+
 def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, size[0], 0)}
 
@@ -172,6 +182,7 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("int_rounding", _int_rounding, _int_inputs, ((5, 9),), dtype=torch.int64),
     GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
     GraphCase("negative_polygamma", _negative_polygamma, _negative_inputs, ((4, 9),)),
+    GraphCase("constant_reductions", _constant_reductions, _two_dims, ((5, 6),)),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),
