@@ -22,8 +22,7 @@ _SOURCE_ERRORS = tuple(
     ) if e is not None
 )
 _BEST = {}
-# Set by the backend after import: a polyduct.cache.Cache keeping each shape class's tuned config
-# across processes (None: tuned configs live in this process only).
+# Set by the backend: a polyduct.cache.Cache of tuned configs (None: they live in this process).
 TUNING_CACHE = None
 
 
@@ -470,8 +469,9 @@ def _run(tensors, sizes, xnumel, rnumel, idx64, err):
         device = driver.get_current_device()
         if (ready := _READY.get((device, sizes))) is not None and _aligned(tensors, err):
             launch, grid0, tail = ready
-            args = (*_args(tensors, sizes, xnumel, rnumel, err), *tail)
-            return launch(grid0, driver.get_current_stream(device), args)
+            launch(grid0, driver.get_current_stream(device),
+                   (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
+            return
     try:
         with _LAUNCH_LOCK:  # launcher.LAUNCH_LOCK: the interpreter and tuning are not thread-safe
             cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
