@@ -53,6 +53,14 @@ def _run(case: OpInfoCase, backend: str, timeout: int) -> OpInfoResult:
         signal.alarm(0)
 
 
+def _first_line(detail: str) -> str:
+    """The line naming the error (Dynamo's wrapper puts its own first)."""
+    lines = [
+        ln for ln in detail.splitlines() if ln.strip() and "backend='polyduct' raised" not in ln
+    ]
+    return (lines[0] if lines else "")[:200]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", required=True)
@@ -90,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.backend}: {counts['pass']}/{ran} pass, {counts['skip']} skipped (eager refuses)")
     for case in cases:
         if done.get(case.id, {}).get("status") == "fail":
-            print(f"FAIL {case.id}: {done[case.id]['detail'].splitlines()[-1][:200]}")
+            print(f"FAIL {case.id}: {_first_line(done[case.id]['detail'])}")
     return 0 if counts["fail"] == 0 else 1
 
 
