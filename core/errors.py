@@ -41,6 +41,31 @@ class DuplicateName(CodegenError):
         super().__init__(f"{kind} {name!r} is registered twice: by {old} and by {new}")
 
 
+class OverlappingWrite(CodegenError, RuntimeError):
+    """An in-place op writes memory it also reads through another, partly overlapping view; eager
+    refuses it, and so does polyduct (a `RuntimeError`, as eager's)."""
+
+    def __init__(self, op: str, node: str) -> None:
+        self.op, self.node = op, node
+        super().__init__(
+            "unsupported operation: some elements of the input tensor and the written-to tensor "
+            "refer to a single memory location. Please clone() the tensor before performing the "
+            f"operation. (polyduct: in-place op {op!r}, graph node {node!r})"
+        )
+
+
+class ContestedName(CodegenError):
+    """Several distributions registered one name; none of them is used until the user chooses."""
+
+    def __init__(self, kind: str, name: str, claimants: Iterable[str]) -> None:
+        self.kind, self.name, self.claimants = kind, name, tuple(claimants)
+        super().__init__(
+            f"{kind} {name!r} is claimed by {' and by '.join(self.claimants)}; none of them is "
+            f"used. Choose one with POLYDUCT_CHOOSE={name}=DISTRIBUTION "
+            "(or PluginOptions(choose=...))"
+        )
+
+
 class UnknownName(CodegenError):
     """A name (backend, wrapper, op, option) was asked for that is not registered."""
 

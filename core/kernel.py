@@ -128,6 +128,9 @@ class Capabilities:
     dtypes: frozenset[torch.dtype]
     unsupported: Mapping[str, str] = field(default_factory=dict)  # op -> reason
     dynamic_shapes: bool = True
+    # device type -> the longest dim a generated sort (sort, topk) handles; past it, or at a
+    # symbolic length, the sort is a library call (the fallback report says why). Absent: no limit.
+    sort_limits: Mapping[str, int] = field(default_factory=dict)
 
 
 class KernelBackend(ABC):

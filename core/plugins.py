@@ -1,10 +1,18 @@
 """Plugin discovery: entry points of group `polyduct` -> pluggy -> typed registries.
 
 Loading is tolerant: each entry point is imported, registered and called on its own, so a plugin
-that fails to import, fails pluggy's validation, raises in a hook or returns a refused item (an
-incomplete kernel backend, a duplicate name) is recorded as a `LoadError` (distribution, version,
-traceback) and skipped while the others load. With `PluginOptions(strict=True)`
-(`POLYDUCT_STRICT_PLUGINS=1`) the first such failure raises `PluginLoadError` instead.
+that fails to import (any exception, `SystemExit` included; only `KeyboardInterrupt` propagates),
+does not finish importing within `PluginOptions.import_timeout` seconds, fails pluggy's validation,
+raises in a hook or returns a refused item (an incomplete kernel backend, say) is recorded as a
+`LoadError` (distribution, version, traceback) and skipped while the others load. With
+`PluginOptions(strict=True)` (`POLYDUCT_STRICT_PLUGINS=1`) the first such failure raises
+`PluginLoadError` instead.
+
+A name (kernel backend, wrapper backend, lowering, override set) that two distributions register
+is refused for both, each recorded with a message naming them all, unless the user chose one:
+`PluginOptions(choose=(("cpp", "polyduct-cpp"),))`, `POLYDUCT_CHOOSE=cpp=polyduct-cpp`. Entry-point
+names play no part: an entry point is registered with pluggy under its distribution's name too, and
+only what its hooks return names a backend.
 
 This module holds the only untyped `pm.hook` use in polyduct; everything else sees `Plugins`.
 """
@@ -12,6 +20,7 @@ This module holds the only untyped `pm.hook` use in polyduct; everything else se
 from __future__ import annotations
 
 import os
+import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +30,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from polyduct import hookspecs
-from polyduct.errors import CodegenError, PluginLoadError
+from polyduct.errors import CodegenError, DuplicateName, PluginLoadError
 from polyduct.hookspecs import (
     KernelBackendSpec,
     LoweringSpec,
@@ -36,6 +45,8 @@ from polyduct.wrapper_ir import KernelDefinition
 GROUP = hookspecs.PROJECT
 STRICT_ENV = "POLYDUCT_STRICT_PLUGINS"
 ONLY_ENV = "POLYDUCT_PLUGINS"  # comma-separated allowlist of distribution names
+TIMEOUT_ENV = "POLYDUCT_PLUGIN_TIMEOUT"  # seconds one plugin's import may take
+CHOOSE_ENV = "POLYDUCT_CHOOSE"  # comma-separated NAME=DISTRIBUTION picks for contested names
 T = TypeVar("T")
 
 
@@ -44,17 +55,28 @@ class PluginOptions:
     """How plugins load; `from_env` reads the environment once, at the entry point.
 
     `strict`: the first load failure raises. `only`: load just these distributions (all if None).
+    `import_timeout`: seconds a plugin's import may take before it is reported and skipped (the
+    import goes on in a background thread). `choose`: (name, distribution) pairs; a name several
+    distributions register is taken from the chosen one, and the others' claims are dropped.
     """
 
     strict: bool = False
     only: frozenset[str] | None = None
+    import_timeout: float = 60.0
+    choose: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginOptions:
         env = os.environ if environ is None else environ
         strict = env.get(STRICT_ENV, "").strip() not in ("", "0", "false", "no")
         names = [n.strip() for n in env.get(ONLY_ENV, "").split(",") if n.strip()]
-        return cls(strict=strict, only=frozenset(names) if names else None)
+        picks = [p.strip().split("=", 1) for p in env.get(CHOOSE_ENV, "").split(",") if "=" in p]
+        return cls(
+            strict=strict,
+            only=frozenset(names) if names else None,
+            import_timeout=float(env.get(TIMEOUT_ENV, "") or 60.0),
+            choose=tuple(sorted((k.strip(), v.strip()) for k, v in picks)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +159,14 @@ class _Entry:
     origin: Origin
     point: metadata.EntryPoint
 
+    @property
+    def plugin_name(self) -> str:
+        """The pluggy name: unique per distribution, so entry-point names never collide."""
+        return f"{self.origin.distribution}:{self.name}"
 
-def _entries() -> list[_Entry]:
+
+def entries() -> list[_Entry]:
+    """Every entry point of group `polyduct`, by distribution then name (nothing is imported)."""
     seen: set[str] = set()
     found: list[_Entry] = []
     for dist in metadata.distributions():
@@ -178,21 +206,19 @@ class _Loader:
 
     def register(self, entry: _Entry) -> bool:
         """Import and register one entry point's module; False (recorded) on failure."""
-        if self.pm.has_plugin(entry.name):
-            other = CodegenError(f"entry point name {entry.name!r} is already registered")
-            self.fail(entry, "register", other)
-            return False
         try:
-            module = entry.point.load()
-        except Exception as exc:  # noqa: BLE001 - any plugin failure is recorded, not fatal
+            module = _import_within(entry, self.options.import_timeout)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit at import included
             self.fail(entry, "import", exc)
             return False
         try:
-            self.pm.register(module, name=entry.name)
+            self.pm.register(module, name=entry.plugin_name)
             self.pm.check_pending()  # earlier plugins passed, so a failure here is this one's
         except Exception as exc:  # noqa: BLE001 - pluggy validation errors included
-            if self.pm.has_plugin(entry.name):
-                self.pm.unregister(name=entry.name)
+            if self.pm.has_plugin(entry.plugin_name):
+                self.pm.unregister(name=entry.plugin_name)
             self.fail(entry, "register", exc)
             return False
         return True
@@ -202,14 +228,16 @@ class _Loader:
         hook = getattr(self.pm.hook, hook_name)
         items: list[Any] = []
         for impl in hook.get_hookimpls():
-            if impl.plugin_name != entry.name:
+            if impl.plugin_name != entry.plugin_name:
                 continue
             try:
                 got = impl.function()
                 if not isinstance(got, (list, tuple)):
                     raise TypeError(f"{hook_name} returned {type(got).__name__}, not a list")
                 items.extend(got)
-            except Exception as exc:  # noqa: BLE001 - a raising hook skips only this plugin
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a raising hook skips only this plugin
                 self.fail(entry, hook_name, exc)
         return items
 
@@ -222,17 +250,39 @@ class _Loader:
         name_of: Callable[[T], str],
         check: Callable[[T], None] | None = None,
     ) -> None:
+        chosen = dict(self.options.choose)
         for item in items:
+            stage = f"{registry.kind} {getattr(item, 'name', item)!r}"
             try:
                 if not isinstance(item, spec_type):
                     raise TypeError(f"expected {spec_type.__name__}, got {type(item).__name__}")
                 if check is not None:
                     check(item)
-                registry.add(name_of(item), item, entry.origin)
+                name = name_of(item)
+                if chosen.get(name, entry.origin.distribution) != entry.origin.distribution:
+                    continue  # the user took this name from another distribution
+                registry.add(name, item, entry.origin)
+            except DuplicateName as exc:
+                if self.options.strict:
+                    self.fail(entry, stage, exc)
+                self._contest(registry, exc.name, entry, stage)
+                continue
             except Exception as exc:  # noqa: BLE001 - a refused item skips only that item
-                self.fail(entry, f"{registry.kind} {getattr(item, 'name', item)!r}", exc)
+                self.fail(entry, stage, exc)
                 continue
             self.result.distributions[entry.origin.distribution] = entry.origin.version
+
+    def _contest(self, registry: Registry[Any], name: str, entry: _Entry, stage: str) -> None:
+        """Withdraw `name` from every claimant: one error per claimant distribution."""
+        refusal = registry.refuse(name, entry.origin)
+        self.result.errors = [
+            e for e in self.result.errors if not (e.stage == stage and e.entry_point == "-")
+        ]
+        message = f"{type(refusal).__name__}: {refusal}"
+        for origin in registry.claimants(name):
+            self.result.errors.append(
+                LoadError(origin.distribution, origin.version, "-", stage, message, "")
+            )
 
     def load(self, entry: _Entry) -> None:
         if not self.register(entry):
@@ -295,10 +345,35 @@ def _check_wrapper_backend(spec: WrapperBackendSpec) -> None:
         raise TypeError(f"backend_cls {spec.backend_cls!r} is not a WrapperBackend subclass")
 
 
+def _import_within(entry: _Entry, seconds: float) -> Any:
+    """`entry.point.load()` on a daemon thread, given `seconds` to finish: a plugin that hangs
+    at import is reported (`TimeoutError`) instead of hanging its caller, and any exception it
+    raises, `SystemExit` included, is re-raised here."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["module"] = entry.point.load()
+        except BaseException as exc:  # noqa: BLE001 - handed to the calling thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, daemon=True, name=f"polyduct-import-{entry.name}")
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise TimeoutError(
+            f"importing {entry.value} did not finish within {seconds:g} s "
+            f"(set {TIMEOUT_ENV} to allow longer); it is skipped"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["module"]
+
+
 def load_fresh(options: PluginOptions | None = None) -> Plugins:
     """Discover and load every plugin now, ignoring the per-process cache (tests, tools)."""
     loader = _Loader(options if options is not None else PluginOptions.from_env())
-    for entry in _entries():
+    for entry in entries():
         if loader.options.only is None or entry.origin.distribution in loader.options.only:
             loader.load(entry)
     return loader.result

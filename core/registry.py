@@ -1,6 +1,7 @@
 """`Registry[T]`: a typed name -> item table that remembers which distribution added each item.
 
-A registry refuses silent overwrites (`DuplicateName` names both distributions) and answers an
+A registry refuses silent overwrites (`DuplicateName` names both distributions); a name that two
+distributions claim is withdrawn for both (`refuse`, then `ContestedName` on use). It answers an
 unknown name with `UnknownName` listing the installed ones. Nothing registers itself on import:
 `polyduct.plugins` fills registries from the items plugin hooks return.
 """
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar, final
 
-from polyduct.errors import DuplicateName, UnknownName
+from polyduct.errors import ContestedName, DuplicateName, UnknownName
 
 T = TypeVar("T")
 
@@ -35,16 +36,43 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
         self._origins: dict[str, Origin] = {}
+        self._contested: dict[str, list[Origin]] = {}
 
     def add(self, name: str, item: T, origin: Origin) -> None:
         """Register `item` as `name`; a second registration of `name` raises `DuplicateName`."""
+        if name in self._contested:
+            first = self._contested[name][0]
+            raise DuplicateName(self.kind, name, str(first), str(origin))
         if name in self._items:
             raise DuplicateName(self.kind, name, str(self._origins[name]), str(origin))
         self._items[name] = item
         self._origins[name] = origin
 
+    def refuse(self, name: str, origin: Origin) -> ContestedName:
+        """Withdraw `name`, which `origin` claims as well as its holder: every claimant is refused,
+        and `get(name)` raises the `ContestedName` returned here."""
+        claimants = self._contested.setdefault(name, [])
+        if name in self._items:
+            del self._items[name]
+            claimants.append(self._origins.pop(name))
+        if origin not in claimants:
+            claimants.append(origin)
+        return ContestedName(self.kind, name, [str(c) for c in claimants])
+
+    def contested(self) -> list[str]:
+        """Names withdrawn because several distributions claimed them, sorted."""
+        return sorted(self._contested)
+
+    def claimants(self, name: str) -> list[Origin]:
+        """Every distribution that claimed the withdrawn name `name` (empty if it is not)."""
+        return list(self._contested.get(name, ()))
+
     def get(self, name: str) -> T:
-        """The item called `name`; `UnknownName` (listing installed names) if there is none."""
+        """The item called `name`; `UnknownName` (listing installed names) if there is none, and
+        `ContestedName` if several distributions claim it."""
+        if name in self._contested:
+            claimants = [str(c) for c in self._contested[name]]
+            raise ContestedName(self.kind, name, claimants)
         try:
             return self._items[name]
         except KeyError:

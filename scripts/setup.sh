@@ -9,8 +9,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip "$@"; }
 pip install -q --disable-pip-version-check torch==2.13.0
-pip install -q --disable-pip-version-check "pluggy>=1.5" "sympy>=1.13" "numpy>=1.24" "setuptools>=68" pytest ruff mypy \
-    matplotlib "halide>=21,<22" "triton>=3.6" transformers==5.25.0 "redis>=5,<9"
+pip install -q --disable-pip-version-check "pluggy>=1.5" "sympy>=1.13" "numpy>=1.24" "setuptools>=68" pytest expecttest \
+    ruff mypy matplotlib "halide>=21,<22" "triton>=3.6" transformers==5.25.0 "redis>=5,<9"
 pip install -q --disable-pip-version-check --no-deps -e .
 for plugin in plugins/*/; do
     if [ -f "$plugin/pyproject.toml" ]; then

@@ -6,7 +6,7 @@ import pytest
 from conftest import MakeDist
 
 from polyduct import cli, plugins
-from polyduct.errors import DuplicateName, PluginLoadError, UnknownName
+from polyduct.errors import ContestedName, DuplicateName, PluginLoadError, UnknownName
 from polyduct.ops import OP_NAMES
 from polyduct.plugins import PluginOptions, load_fresh
 from polyduct.registry import Origin, Registry
@@ -84,13 +84,19 @@ def test_backend_missing_an_op_is_refused_naming_it(make_dist: MakeDist) -> None
         load_fresh(PluginOptions(strict=True, only=frozenset({"polyduct-partial"})))
 
 
-def test_duplicate_backend_name_names_both_distributions(make_dist: MakeDist) -> None:
+def test_duplicate_backend_name_is_refused_for_both_distributions(make_dist: MakeDist) -> None:
     make_dist("polyduct-one", backend_source("twin"), version="1.0")
     make_dist("polyduct-two", backend_source("twin"), version="2.0")
     loaded = load_fresh(PluginOptions())
-    assert loaded.kernel_backends.origin("twin") == Origin("polyduct-one", "1.0")
-    (error,) = [e for e in loaded.errors if e.distribution == "polyduct-two"]
-    assert "polyduct-one 1.0" in error.message and "polyduct-two 2.0" in error.message
+    assert "twin" not in loaded.kernel_backends  # the first to sort does not win silently
+    with pytest.raises(ContestedName, match="polyduct-one 1.0 and by polyduct-two 2.0"):
+        loaded.kernel_backend("twin")
+    for dist in ("polyduct-one", "polyduct-two"):
+        (error,) = [e for e in loaded.errors if e.distribution == dist]
+        assert "polyduct-one 1.0" in error.message and "polyduct-two 2.0" in error.message
+    chosen = load_fresh(PluginOptions.from_env({"POLYDUCT_CHOOSE": "twin=polyduct-two"}))
+    assert chosen.kernel_backends.origin("twin") == Origin("polyduct-two", "2.0")
+    assert chosen.errors == []
 
 
 def test_raising_hook_and_misspelled_hook_are_recorded(make_dist: MakeDist) -> None:

@@ -71,6 +71,36 @@ def _train(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.layer_norm(h, (h.shape[-1],)).square().mean()
 
 
+def _scalar_reductions(x: torch.Tensor, i: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Reductions of 0-d tensors: one element, no reduction loop (issue 28)."""
+    floats = (x.sum(), x.mean(), x.amax(), x.amin(), x.logsumexp(0), x.norm(), x.prod())
+    spread = (x.var(correction=0), x.std(correction=0), x.var(), x.softmax(0), x.sum(0, True))
+    ints = (i.sum(), i.prod(), i.amax(), i.argmax(), i.argmin(), x.argmax(), i.all(), i.any())
+    return floats + spread + ints + (x.bool().all(), (x * 0).any())
+
+
+def _int_rounding(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Float-domain ops of integers: rounding is the identity, isnan false, fmod C's remainder."""
+    rounded = (a.floor(), a.ceil(), a.trunc(), a.round())
+    return (*rounded, a.isnan(), a.isinf(), a.signbit(), torch.fmod(a, b), torch.fmod(a, 7))
+
+
+def _negative_polygamma(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Hurwitz zeta of a negative q sums direct terms up to q + k > 9, as torch does."""
+    return torch.polygamma(2, x), torch.polygamma(3, x), torch.special.zeta(4.0, x)
+
+
+def _constant_reductions(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Reductions of values that do not depend on the element (counts): once per element."""
+    count = torch.ones_like(x, dtype=torch.int64).sum(dim=0) + x.sum(0).long()
+    return count, torch.masked.var(x), torch.masked.std(x, 1), torch.full_like(x, 1.5).prod(1)
+
+
+def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The mean of no elements is NaN, also when Welford computes it with the variance."""
+    return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
+
+
 @dataclass(frozen=True)
 class GraphCase:
     """One program: `fn` over `make(seed, size)` inputs; `sizes` > 1 entries re-run the compiled
@@ -118,6 +148,24 @@ def _int_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"a": a, "b": b}
 
 
+def _scalar_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = _randn(gen) * 3
+    return {"x": x, "i": torch.randint(-9, 9, (), generator=gen, dtype=torch.int64)}
+
+
+def _negative_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = torch.rand(size, generator=gen) * -20 - 0.5
+    return {"x": torch.where(x == x.round(), x - 0.25, x)}  # poles (integers) excluded
+
+
+def _two_dims(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, *size)}
+
+
+def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    return {"x": _randn(gen, size[0], 0)}
+
+
 def _train_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, 6, 16), "w": _randn(gen, 16, 24) * 0.2, "b": _randn(gen, 24)}
 
@@ -130,6 +178,11 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("multi_output", _multi_output, _one, ((6, 29),)),
     GraphCase("in_place", _in_place, _two, ((11, 13),), mutates=("x", "y")),
     GraphCase("int_where", _int_where, _int_inputs, ((9, 21),), dtype=torch.int64),
+    GraphCase("scalar_reductions", _scalar_reductions, _scalar_inputs),
+    GraphCase("int_rounding", _int_rounding, _int_inputs, ((5, 9),), dtype=torch.int64),
+    GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
+    GraphCase("negative_polygamma", _negative_polygamma, _negative_inputs, ((4, 9),)),
+    GraphCase("constant_reductions", _constant_reductions, _two_dims, ((5, 6),)),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),

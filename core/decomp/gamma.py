@@ -166,9 +166,14 @@ def trigamma(ops: SpecialOps[V], x: V) -> V:
     return sel(ops, low, ops.neg(acc), acc)
 
 
+ZETA_MORE_TERMS = 24  # polygamma of x down to -24 (OpInfo's samples reach -9)
+
+
 def zeta(ops: SpecialOps[V], x: V, q: V) -> V:
     """Hurwitz zeta(x, q) as Cephes: inf at x == 1 and at q a non-positive integer; NaN at x < 1
-    and at q < 0 with x not an integer. Exact for q > -1 (fixed ten direct terms)."""
+    and at q < 0 with x not an integer. Cephes sums direct terms until q + k > 9 (at least ten),
+    then an Euler-Maclaurin tail: here ten terms, and up to ZETA_MORE_TERMS more for negative q,
+    so exact as Cephes for q > -ZETA_MORE_TERMS."""
     one = const(ops, x, 1.0)
     first = ops.pow(q, ops.neg(x))
     terms = first
@@ -176,6 +181,10 @@ def zeta(ops: SpecialOps[V], x: V, q: V) -> V:
     for _ in range(9):
         a = addc(ops, a, 1.0)
         terms = ops.add(terms, ops.pow(a, ops.neg(x)))
+    for _ in range(ZETA_MORE_TERMS):
+        more = le_c(ops, a, 9.0)
+        a = sel(ops, more, addc(ops, a, 1.0), a)
+        terms = sel(ops, more, ops.add(terms, ops.pow(a, ops.neg(x))), terms)
     b = ops.pow(a, ops.neg(x))
     s = ops.sub(ops.add(terms, ops.truediv(ops.mul(b, a), ops.sub(x, one))), mulc(ops, b, 0.5))
     inv_w = ops.truediv(one, a)

@@ -47,6 +47,7 @@ from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.logs import log_output_code
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, resolve, scope_from_set
+from polyduct.plugin_index import load_for
 from polyduct.python_wrapper import CompiledModule
 from polyduct.wrapper_ir import WrapperProgram
 
@@ -128,7 +129,7 @@ def compile_graph(
     `graph_index` / `graph_name` (`forward`, `backward`, `inference`) select the scoped
     overrides that apply to this graph (docs/overrides.md).
     """
-    plugins = plugin_mod.load()
+    plugins = plugins_for(options)
     options.validate(plugins)
     if options.remote_cache is not None:
         remote_cache.configure(options.remote_cache)
@@ -139,7 +140,10 @@ def compile_graph(
     default_kernels = default_kernel_backend(gm, plugins, options.kernels)
     kernels = whole.kernels if whole is not None and whole.kernels else default_kernels
     wrapper_name = whole.wrapper if whole is not None and whole.wrapper else options.wrapper
-    lowering = GraphLowering(lowering_table(options, plugins), options.realize_cost, resolver)
+    limits = plugins.kernel_backends.get(kernels).backend_cls.caps.sort_limits
+    lowering = GraphLowering(
+        lowering_table(options, plugins), options.realize_cost, resolver, limits
+    )
     graph = lowering.run(gm)
     title = f"{graph_name} graph {graph_index}"
     LOG.info("%s: lowered %d FX nodes to %d IR nodes", title, len(gm.graph.nodes), len(graph.nodes))
@@ -250,6 +254,18 @@ def _supporting(spec: KernelSpec, name: str, plugins: Any, report: FallbackRepor
     raise UnsupportedOp(needed[0], name, f"no installed backend supports {needed}", spec.name)
 
 
+def plugins_for(options: FrontendOptions) -> Any:
+    """The plugins a compile with `options` uses: only the distributions of its backends (and of
+    every lowering and override set) where the plugin index knows them; all of them when scoped
+    overrides may name other backends."""
+    if options.overrides is not None:
+        return plugin_mod.load()
+    kernels = (
+        {options.kernels} if options.kernels != "auto" else set().union(*AUTO_KERNELS.values())
+    )
+    return load_for({*kernels, options.wrapper})
+
+
 def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: str) -> str:
     """`requested`, or for "auto" the default for the graph's device: cpp on CPU, triton on CUDA.
 
@@ -326,7 +342,7 @@ def compile_exported(
     from polyduct.frontend.dynamo import _decompositions
 
     opts = FrontendOptions.from_mapping(options)
-    plugins = plugin_mod.load()
+    plugins = plugins_for(opts)
     opts.validate(plugins)
     # ops a scoped override keeps whole are not decomposed (as under torch.compile)
     ep = exported.run_decompositions(_decompositions(opts, plugins))

@@ -17,13 +17,13 @@ import torch.fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
-from polyduct import plugins as plugin_mod
 from polyduct.cache_admin import auto_prune
 from polyduct.cudagraphs import CudaGraphed
-from polyduct.frontend.compile import compile_graph
+from polyduct.frontend.compile import compile_graph, plugins_for
 from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.entry_checks import check_arguments, mode_options, warn_load_errors
 from polyduct.frontend.options import FrontendOptions
+from polyduct.frontend.overlap import check_overlapping_writes
 from polyduct.overrides import kept_whole, matches, scope_from_set
 
 
@@ -40,10 +40,11 @@ def polyduct_backend(
     """
     check_arguments(kwargs)
     opts = FrontendOptions.from_mapping({**(options or {}), **mode_options(kwargs.get("mode"))})
-    plugins = plugin_mod.load()
+    plugins = plugins_for(opts)
     warn_load_errors(plugins.errors)
     opts.validate(plugins)
     auto_prune()
+    check_overlapping_writes(gm)
 
     position = itertools.count()
 

@@ -79,6 +79,7 @@ class LoweringContext:
     node: torch.fx.Node
     seeds: list[str]
     report: FallbackReport = field(default_factory=FallbackReport)
+    sort_limits: Mapping[str, int] = field(default_factory=dict)  # the kernel backend's caps
 
     @property
     def meta(self) -> Any:
@@ -153,8 +154,10 @@ class GraphLowering:
         lowerings: Mapping[str, LoweringFn],
         realize_cost: int = 24,
         resolver: Resolver | None = None,
+        sort_limits: Mapping[str, int] | None = None,
     ) -> None:
         self.lowerings = lowerings
+        self.sort_limits = sort_limits or {}
         self.resolver = resolver if resolver is not None else Resolver(())
         self.barriers: list[tuple[int, int]] = []  # node index ranges no kernel fuses across
         self._barrier_label = ""
@@ -320,8 +323,10 @@ class GraphLowering:
     ) -> Any:
         if fn is None:
             self.report.add(name, "no lowering")
+        elif (odd := _library_only_dtype(node)) is not None:
+            self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
-            ctx = LoweringContext(self.graph, node, self.seeds, self.report)
+            ctx = LoweringContext(self.graph, node, self.seeds, self.report, self.sort_limits)
             try:
                 return fn(ctx, *args, **kwargs)
             except Fallback as why:
@@ -455,6 +460,15 @@ def _shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
             out = out.args[0]
         count[out] = count.get(out, 0) + 1
     return {node for node, n in count.items() if n > 1}
+
+
+def _library_only_dtype(node: torch.fx.Node) -> torch.dtype | None:
+    """A dtype the op reads or makes that no kernel backend computes (complex), if any."""
+    vals = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
+    for val in torch.utils._pytree.tree_leaves(vals):
+        if isinstance(val, torch.Tensor) and val.dtype.is_complex:
+            return val.dtype
+    return None
 
 
 def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:

@@ -162,6 +162,47 @@ def predicate(name: str) -> LoweringFn:
     return lower
 
 
+def _float_only(name: str, for_floats: LoweringFn, on_ints: Callable[..., Any]) -> LoweringFn:
+    """Op `name` of the op set, whose domain is floats (`for_floats` lowers it); integer and bool
+    operands (all of them) take `on_ints(dtype)`: floor of an int is itself, isnan false..."""
+
+    def lower(ctx: LoweringContext, *args: Any) -> Any:
+        out = ctx.out_dtype()
+        floats = any(is_tensor(a) and a.dtype.is_floating_point for a in args)
+        if floats or out.is_floating_point or not is_tensor(args[0]):
+            return for_floats(ctx, *args)
+        dtype = out if out != torch.bool else args[0].dtype
+        return map_values(ctx, args, dtype, on_ints(dtype))
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def _itself(dtype: torch.dtype) -> Callable[..., Any]:
+    def identity(ops: Ops, x: Any) -> Any:
+        return ops.identity(x)
+
+    return identity
+
+
+def _never(dtype: torch.dtype) -> Callable[..., Any]:
+    def never(ops: Ops, x: Any) -> Any:
+        return ops.constant(False, torch.bool)
+
+    return never
+
+
+def _negative(dtype: torch.dtype) -> Callable[..., Any]:
+    def negative(ops: Ops, x: Any) -> Any:
+        return ops.lt(x, ops.constant(0, dtype))
+
+    return negative
+
+
+def _int_mod(dtype: torch.dtype) -> Callable[..., Any]:
+    return _op("mod")
+
+
 def _add(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
     if not is_tensor(alpha) and alpha == 1:
         return map_values(ctx, (a, b), ctx.out_dtype(), _op("add"))
@@ -360,6 +401,14 @@ def table() -> dict[str, LoweringFn]:
     for name in ("isnan", "isinf", "signbit", "logical_not"):
         t[f"aten.{name}.default"] = predicate(name)
     t["aten.round.default"] = elementwise("round")
+    # the op set's rounding, NaN tests and fmod are for floats: integers are handled here
+    for name in ("floor", "ceil", "trunc", "round"):
+        t[f"aten.{name}.default"] = _float_only(name, elementwise(name), _itself)
+    for name in ("isnan", "isinf"):
+        t[f"aten.{name}.default"] = _float_only(name, predicate(name), _never)
+    t["aten.signbit.default"] = _float_only("signbit", predicate("signbit"), _negative)
+    for overload in ("Tensor", "Scalar"):
+        t[f"aten.fmod.{overload}"] = _float_only("fmod", elementwise("fmod"), _int_mod)
     for overload in ("Tensor", "Scalar"):
         t[f"aten.add.{overload}"] = _add
         t[f"aten.sub.{overload}"] = _sub

@@ -61,7 +61,8 @@ def reduce_into(
         out_size = [sympy.Integer(1) if i in d else s for i, s in enumerate(x.size)]
     else:
         out_size = [s for i, s in enumerate(x.size) if i not in d]
-    red = tuple(x.size[i] for i in d)
+    # a 0-d input reduces over one element: one reduction step, not an empty loop nest
+    red = tuple(x.size[i] for i in d) or (sympy.Integer(1),)
     graph = ctx.graph
     layouts = [Layout.contiguous(out_size, dt, x.device) for dt in out_dtypes]
     bufs = [graph.add_buffer("computed", lay) for lay in layouts]
@@ -214,8 +215,22 @@ def _welford(
         return cast(ops, value, acc, out)
 
     var = lazy(m2.size, out, x.device, load_var, m2)
-    mean_out = _scale(ctx, mean, sympy.Integer(1), out) if out != acc else mean
-    return var, mean_out
+    count = _count(x, dims)
+    if count.is_number and count != 0:
+        return var, (_scale(ctx, mean, sympy.Integer(1), out) if out != acc else mean)
+    return var, _nan_if_empty(mean, count, out)
+
+
+def _nan_if_empty(mean: TensorValue, count: Expr, out: torch.dtype) -> Any:
+    """The mean of no elements is NaN (Welford's running mean starts, and stays, at 0)."""
+    src = mean.dtype
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        empty = ops.eq(ops.index_expr(count, torch.int64), ops.constant(0, torch.int64))
+        value = ops.where(empty, ops.constant(float("nan"), src), mean.load(ops, idx))
+        return cast(ops, value, src, out)
+
+    return lazy(mean.size, out, mean.device, load, mean)
 
 
 def _var_mean(

@@ -4,7 +4,7 @@ every other dim its outer range; results are stored at the input's coordinates."
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import sympy
@@ -152,6 +152,8 @@ def _sort(
     if not x.size:
         raise Fallback("sort of a 0-d tensor")
     dim = dim % len(x.size)
+    if (why := library_sort_reason(x.size[dim], x.device, ctx.sort_limits)) is not None:
+        raise Fallback(why)
     graph = ctx.graph
     key = _compute(x.dtype)
     layouts = (
@@ -173,6 +175,25 @@ def _sort(
     node = ComputeNode(graph.new_name("node"), "sort", outer, red, body, (values, positions))
     graph.nodes.append(node)
     return StorageView(values, layouts[0]), StorageView(positions, layouts[1])
+
+
+def library_sort_reason(length: Expr, device: str, limits: Mapping[str, int]) -> str | None:
+    """Why a sort along a dim of `length` on `device` is a library call, or None to generate it.
+
+    `limits` is the kernel backend's `caps.sort_limits`: a generated sort network grows (and its
+    compile time with it, minutes on CUDA past a few hundred elements) with the length.
+    """
+    limit = limits.get(device.split(":")[0])
+    if limit is None:
+        return None
+    if not length.is_number:
+        return f"sort along a dim of symbolic length on {device}: library call"
+    if int(length) > limit:
+        return (
+            f"sort along a dim of {int(length)} elements on {device} (generated sorts up to "
+            f"{limit}, past which they compile slowly): library call"
+        )
+    return None
 
 
 def sort(

@@ -126,7 +126,12 @@ def precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> Path | N
 
 def start_precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> None:
     """Build the precompiled header on a background thread (once per cache, flags and headers):
-    the compile that found none does not wait for it; later compiles use it."""
+    the compile that found none does not wait for it; later compiles use it.
+
+    The thread is not a daemon: a process that exits meanwhile waits for it, so the header lands
+    instead of leaving a half-built temporary directory (one killed outright leaves one, which the
+    cache's next build in the namespace removes).
+    """
     flags, inputs = _pch_inputs(options, cpu)
 
     def build(directory: Path) -> None:
@@ -139,7 +144,10 @@ def start_precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> No
     key = f"{cache.root}:{sorted(inputs.items())}"
     if key not in _PCH_BUILDS:
         _PCH_BUILDS[key] = threading.Thread(
-            target=_build_quietly, args=(cache, inputs, build), daemon=True
+            target=_build_quietly,
+            args=(cache, inputs, build),
+            daemon=False,
+            name="polyduct-cpp-pch",
         )
         _PCH_BUILDS[key].start()
 

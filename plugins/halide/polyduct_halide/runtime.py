@@ -88,7 +88,11 @@ def reduction(
     intermediate passes (all are scheduled like the results).
     """
     build, _ = m.REDUCTIONS[rtype]
-    return build(name, xv, list(values), pos, dtype)
+    # An update definition takes its RDom from the RVars its expressions mention: a value that
+    # mentions none (the sum of a constant, counting elements) would be added once, not once per
+    # element. The select (folded away when lowering) makes every value mention the position.
+    at = ex(pos) >= 0
+    return build(name, xv, [hl.select(at, ex(v), ex(v)) for v in values], pos, dtype)
 
 
 def scan(

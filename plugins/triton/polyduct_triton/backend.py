@@ -51,13 +51,24 @@ class TritonOptions:
         return cls(**dict(options))
 
 
+# The longest dim a generated sort network handles; past it sort and topk are library calls. On
+# an H100 a first call of a 32 x n descending sort, stable sort or topk(5) (fresh caches, compile
+# included) took 4.6-9.6 s for n = 16 to 128 and over 60 s for n = 256, each of the three (LLVM
+# and ptxas; issue 28 saw 171 s at 300 and no end at 513); the interpreter refuses blocks past
+# 1024 elements.
+SORT_LIMITS = {"cuda": 128, "cpu": 1024}
+
+
 @final
 class TritonBackend(KernelBackend):
     """Triton kernels for CUDA tensors, or CPU tensors under the Triton interpreter."""
 
     name: ClassVar[str] = "triton"
     caps: ClassVar[Capabilities] = Capabilities(
-        devices=frozenset({"cuda", "cpu"}), dtypes=_DTYPES, unsupported=UNSUPPORTED
+        devices=frozenset({"cuda", "cpu"}),
+        dtypes=_DTYPES,
+        unsupported=UNSUPPORTED,
+        sort_limits=SORT_LIMITS,
     )
     ops_cls: ClassVar[type] = TritonOps
 

@@ -6,7 +6,7 @@ and executes it in each generated module's namespace (a module's own source is t
 and constants only: 4-6 ms less Python to compile per kernel, in the process and in each compile
 worker). Its functions read the module's constants, written by `launcher.render_launcher`:
 INTERPRET, NAME, KIND, HEAVY, LIGHT, ITEMSIZE, BLOCK_MERGES, FP_FUSION, AUTOTUNE, WRITTEN, CHECKED,
-ASSERTS, the kernel `_kernel`, and RUNTIME_DIGEST (this file's SHA-256, part of the tuning cache's key).
+ASSERTS, `_kernel`, RUNTIME_DIGEST (this file's SHA-256, in the tuning key) and `_LAUNCH_LOCK`.
 """
 # ruff: noqa: F821 - the names above are the generated module's
 
@@ -22,8 +22,7 @@ _SOURCE_ERRORS = tuple(
     ) if e is not None
 )
 _BEST = {}
-# Set by the backend after import: a polyduct.cache.Cache keeping each shape class's tuned config
-# across processes (None: tuned configs live in this process only).
+# Set by the backend: a polyduct.cache.Cache of tuned configs (None: they live in this process).
 TUNING_CACHE = None
 
 
@@ -474,8 +473,9 @@ def _run(tensors, sizes, xnumel, rnumel, idx64, err):
                    (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
             return
     try:
-        cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
-        ready = _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
+        with _LAUNCH_LOCK:  # launcher.LAUNCH_LOCK: the interpreter and tuning are not thread-safe
+            cfg = _pick(tensors, sizes, xnumel, rnumel, idx64, err)
+            ready = _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err)
     except _SOURCE_ERRORS as exc:
         from polyduct.errors import KernelCompileError
 

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import inspect
 import linecache
+import threading
 from pathlib import Path
 from types import CodeType
 from typing import Any
@@ -34,6 +35,11 @@ from polyduct_triton.context import KernelContext
 
 HEAVY_LINES = 400  # past it a kernel is HEAVY: one element per thread
 LIGHT_LINES = 48  # up to it a kernel is LIGHT: 16-bit types take 16 bytes per pointwise thread
+# One lock for every generated module of the process: Triton's interpreter patches the
+# `triton.language` module itself while it runs a kernel (another thread's kernel then fails with
+# "Did you forget to add @triton.jit"), and config choice, tuning and compiling update shared
+# tables. Launches of a kernel whose config is settled (`_READY`, GPUs) take no lock.
+LAUNCH_LOCK = threading.RLock()
 
 
 @functools.cache
@@ -49,6 +55,7 @@ def install_runtime(namespace: dict[str, Any]) -> None:
     last statement before its own `_shape`, `jobs` and `launch`)."""
     code, digest = _runtime()
     namespace["RUNTIME_DIGEST"] = digest
+    namespace["_LAUNCH_LOCK"] = LAUNCH_LOCK
     exec(code, namespace)  # noqa: S102 - polyduct's own file, in the module it was written for
     kernel = namespace["_kernel"]
     if not namespace["INTERPRET"] and getattr(kernel, "hash", "") is None:
@@ -81,16 +88,17 @@ def jit(fn: Any) -> Any:
     while end > first + 1 and (not lines[end - 1].strip() or lines[end - 1].startswith("#")):
         end -= 1  # trailing blank lines, and comments at column 0, are not the function's
     found = (lines[first:end], first + 1)
-    original = inspect.getsourcelines
 
     def getsourcelines(obj: Any) -> tuple[list[str], int]:
         return found if obj is fn else original(obj)
 
-    inspect.getsourcelines = getsourcelines
-    try:
-        return triton.jit(fn)
-    finally:
-        inspect.getsourcelines = original
+    with LAUNCH_LOCK:  # the swap is process-wide: one thread at a time
+        original = inspect.getsourcelines
+        inspect.getsourcelines = getsourcelines
+        try:
+            return triton.jit(fn)
+        finally:
+            inspect.getsourcelines = original
 
 
 def _py(ctx: KernelContext, expr: sympy.Expr) -> str:

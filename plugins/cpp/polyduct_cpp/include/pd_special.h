@@ -141,7 +141,10 @@ inline double zeta(double s, double q) {
                                    -1.0 / 30,        5.0 / 66,          -691.0 / 2730,
                                    7.0 / 6,          -3617.0 / 510,     43867.0 / 798,
                                    -174611.0 / 330,  854513.0 / 138,    -236364091.0 / 2730};
-    const int n = 9;
+    // As Cephes (and torch): direct terms until q + n > 9, at least nine, then the tail; a
+    // fixed nine left the tail to start below 9 (or below 0) for negative q.
+    int n = 9;
+    while (q + n <= 9.0 && n < (1 << 24)) ++n;
     double sum = 0.0;
     for (int k = 0; k < n; ++k) {
         double t = std::pow(q + k, -s);

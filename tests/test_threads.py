@@ -1,0 +1,46 @@
+"""One compiled function called from many threads at once, on every installed kernel backend."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from polyduct.plugins import load
+
+THREADS, CALLS = 8, 6
+
+
+def _program(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.sin(x) * y).sum(-1) + x.amax(-1), torch.softmax(x, -1) * 2
+
+
+def _cpu_backends() -> list[str]:
+    plugins = load()
+    return [n for n, s in plugins.kernel_backends.items() if "cpu" in s.backend_cls.caps.devices]
+
+
+@pytest.mark.parametrize("kernels", _cpu_backends())
+def test_one_compiled_function_from_many_threads(kernels: str, isolated_cache: Path) -> None:
+    torch._dynamo.reset()
+    compiled = torch.compile(_program, backend="polyduct", options={"kernels": kernels})
+    failures: list[str] = []
+
+    def work(seed: int) -> None:
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(CALLS):
+            x, y = torch.randn(6, 37, generator=gen), torch.randn(6, 37, generator=gen)
+            try:
+                for got, want in zip(compiled(x, y), _program(x, y), strict=True):
+                    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+            except Exception as exc:  # noqa: BLE001 - every failure of every thread is reported
+                failures.append(f"{type(exc).__name__}: {str(exc)[:300]}")
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, f"{len(failures)} of {THREADS * CALLS} calls failed: {failures[:3]}"
