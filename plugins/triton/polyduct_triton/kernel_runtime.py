@@ -261,6 +261,7 @@ def _compile(key, job, device):
     compiled = warmup(*job)
     launch, why = _static(compiled, device)
     launch = launch or _triton_launch(compiled, why)
+    launch.compiled = compiled
     launch.ahead = ahead  # True: a worker compiled it, this process loaded it from the cache
     return launch
 
@@ -278,7 +279,19 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         if launch is None:
             launch = _COMPILED[device, key] = _compile(key, job, device)
         tail = (xb, rb, idx64, persistent)
-        launch(grid0, driver.get_current_stream(device), (*args, *tail))
+        stream = driver.get_current_stream(device)
+        try:
+            launch(grid0, stream, (*args, *tail))
+        except RuntimeError as exc:
+            if getattr(launch, "via", "") != "torch":
+                raise
+            # torch's static launcher refused this launch (it is stricter than Triton's about
+            # some kernels): Triton's own launcher runs this (config, specialisation) from now on
+            compiled = launch.compiled
+            launch = _triton_launch(compiled, f"torch's launcher failed: {exc}")
+            launch.compiled = compiled
+            _COMPILED[device, key] = launch
+            launch(grid0, stream, (*args, *tail))
         return launch, grid0, tail
     if INTERPRET:
         # numpy computes the interpreted kernel: IEEE overflow, NaN and division by zero are

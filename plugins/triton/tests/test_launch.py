@@ -245,3 +245,45 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
     module.READY_MAX, module._READY[0, (5,)] = 1, None  # full (many dynamic sizes): start again
     module.launch(a[:7], o)
     assert list(module._READY) == [(0, ())] and len(picked) == 6
+
+
+def test_a_launch_torch_refuses_runs_on_tritons_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's static launcher is stricter than Triton's: when it raises at a launch, the kernel
+    runs through Triton's own launcher, for this launch and every later one."""
+    import triton
+
+    module = cuda_module(tmp_path, "refused")
+    if not module.DIRECT:
+        pytest.skip("direct launches need triton >= 3.4")
+    driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
+    monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here
+    ran: list[str] = []
+
+    def static(grid0: int, stream: int, args: Any) -> None:
+        ran.append("torch")
+        raise RuntimeError("CUDA driver error: invalid argument")
+
+    def compile_(key: Any, job: Any, device: int) -> Any:
+        static.via = "torch"  # type: ignore[attr-defined]
+        static.compiled = "compiled kernel"  # type: ignore[attr-defined]
+        return static
+
+    def triton_launch(compiled: Any, why: str) -> Any:
+        assert compiled == "compiled kernel" and "invalid argument" in why
+
+        def launch(grid0: int, stream: int, args: Any) -> None:
+            ran.append("triton")
+
+        launch.via = f"triton ({why})"  # type: ignore[attr-defined]
+        return launch
+
+    monkeypatch.setattr(module, "_compile", compile_)
+    monkeypatch.setattr(module, "_triton_launch", triton_launch)
+    a, o = torch.randn(8), torch.empty(8)
+    module.launch(a, o)
+    module.launch(a, o)
+    module._READY.clear()
+    module.launch(a, o)
+    assert ran == ["torch", "triton", "triton", "triton"]
