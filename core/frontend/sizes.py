@@ -50,7 +50,24 @@ def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:
         return FloorDiv(*args)
     if isinstance(expr, torch_fns.ModularIndexing):
         return ModularIndexing(*args)
+    rounded = _rounded_quotient(expr, args, torch_fns)
+    if rounded is not None:
+        return rounded
     return expr.func(*args) if args != list(expr.args) else expr
+
+
+def _rounded_quotient(expr: sympy.Expr, args: list[sympy.Expr], fns: Any) -> sympy.Expr | None:
+    """`ceil(a / b)` and `floor(a / b)` of sizes (a pooled or patched length, MobileViT's
+    `math.ceil(h / patch)`) as integer divisions, which every index printer knows (b > 0)."""
+    rounding = {getattr(fns, "CeilToInt", None): 1, getattr(fns, "FloorToInt", None): 0}
+    if type(expr) not in rounding or len(args) != 1:
+        return None
+    divide = getattr(fns, "IntTrueDiv", None)
+    inner = args[0]
+    if divide is None or type(inner) is not divide or len(inner.args) != 2:
+        return None
+    a, b = inner.args
+    return FloorDiv(a + b - 1, b) if rounding[type(expr)] else FloorDiv(a, b)
 
 
 def meta_layout(val: torch.Tensor) -> Layout:

@@ -211,3 +211,18 @@ def test_expanded_mask_saved_for_backward_keeps_stride_zero(
     proj.zero_grad()
     fn(x, keep).backward()
     assert_same(got, [p.grad for p in proj.parameters()], atol=1e-4)
+
+
+def test_ceil_of_a_size_ratio_under_dynamic_shapes(backends: tuple[str, str], device: str) -> None:
+    """MobileViT pads a feature map to whole patches: `math.ceil(h / patch)` of a symbolic size
+    reaches index expressions as torch's CeilToInt(IntTrueDiv(...)), an integer division here."""
+    import math
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        n = math.ceil(x.shape[1] / 4) * 4
+        return F.pad(x, (0, 0, 0, n - x.shape[1])).reshape(x.shape[0], n // 4, 4, -1).sum(2)
+
+    compiled, _ = compile_fn(fn, backends, dynamic=True)
+    for n in (9, 12, 5):
+        x = torch.randn(2, n, 3, device=device)
+        assert_same(compiled(x), fn(x), atol=1e-5)
