@@ -1,8 +1,8 @@
 """The `polyduct` command: `backends`, `ops`, and subcommands other modules own.
 
-`conformance` lives in `polyduct.conformance.cli` and `bench` in `polyduct.bench.cli`; each such
-module provides `add_parser(subparsers)` and `run(args) -> int`. They are imported lazily and a
-subcommand whose module is not installed is left out.
+`conformance` lives in `polyduct.conformance.cli`, `bench` in `polyduct.bench.cli` and `fuzz` in
+`polyduct.fuzz.cli`; each such module provides `add_parser(subparsers)` and `run(args) -> int`.
+They are imported lazily and a subcommand whose module is not installed is left out.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from polyduct.plugins import PluginOptions, Plugins, load_fresh
 EXTERNAL_COMMANDS: tuple[tuple[str, str], ...] = (
     ("conformance", "polyduct.conformance.cli"),
     ("bench", "polyduct.bench.cli"),
+    ("fuzz", "polyduct.fuzz.cli"),
 )
 PIPE_ESCAPE = "\\|"  # a literal | inside a Markdown table cell
 Runner = Callable[[argparse.Namespace], int]
