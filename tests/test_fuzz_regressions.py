@@ -1,0 +1,46 @@
+"""Bugs `polyduct fuzz` found, each as its shrunk program, compiled with every CPU backend.
+
+A case is the reproducer the fuzzer wrote, trimmed by hand: the program's statements as `fn`
+and its inputs as a `Program`; `check_program` compares the compiled results with eager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from polyduct.fuzz.check import check_program
+from polyduct.fuzz.program import InputSpec, Program
+
+BACKENDS = ("reference", "cpp")
+Case = tuple[Callable[..., Any], Program]
+
+
+def _program(*inputs: InputSpec, outputs: int = 1, train: bool = False) -> Program:
+    return Program(inputs, (), tuple(f"out{i}" for i in range(outputs)), train=train)
+
+
+def _stored_then_reloaded(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Training keeps v0 for the backward: the fused kernel stores it, and the next member
+    # loads it back. That buffer was taken for one that must exist before the kernel (`inout`)
+    # and never allocated: NameError 'buf0' (kernel_plan._buffers).
+    v0 = torch.addcmul(a0, a0, a0, value=0.5)
+    return torch.erfc(v0), v0
+
+
+CASES: dict[str, Case] = {
+    "stored_then_reloaded": (
+        _stored_then_reloaded,
+        _program(InputSpec("a0", (2, 3), torch.float64, grad=True), outputs=2, train=True),
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_fuzz_regression(case: str, backend: str) -> None:
+    fn, program = CASES[case]
+    check_program(fn, program, backend)
