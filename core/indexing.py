@@ -187,6 +187,9 @@ def unflatten(flat: sympy.Expr, ranges: Sequence[sympy.Expr]) -> tuple[sympy.Exp
 
 @functools.lru_cache(maxsize=4096)
 def _unflatten(flat: sympy.Expr, ranges: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
+    if any(size == 0 for size in ranges):
+        # No flat index is in range (and dividing by the empty size would print `zoo`).
+        return tuple(sympy.Integer(0) for _ in ranges)
     coords: list[sympy.Expr] = []
     divisor: sympy.Expr = sympy.Integer(1)
     for i, size in reversed(list(enumerate(ranges))):

@@ -15,12 +15,14 @@ import torch
 from polyduct.fuzz.check import check_program
 from polyduct.fuzz.program import InputSpec, Program
 
-BACKENDS = ("reference", "cpp")
-Case = tuple[Callable[..., Any], Program]
+CPU_BACKENDS = ("reference", "cpp")
+Case = tuple[Callable[..., Any], Program, tuple[str, ...]]
 
 
-def _program(*inputs: InputSpec, outputs: int = 1, train: bool = False) -> Program:
-    return Program(inputs, (), tuple(f"out{i}" for i in range(outputs)), train=train)
+def _program(
+    *inputs: InputSpec, outputs: int = 1, train: bool = False, mode: str = "static"
+) -> Program:
+    return Program(inputs, (), tuple(f"out{i}" for i in range(outputs)), mode, train)
 
 
 def _stored_then_reloaded(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -31,16 +33,32 @@ def _stored_then_reloaded(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return torch.erfc(v0), v0
 
 
+def _reshape_of_empty(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Re-indexing the flat result over the input's sizes (1, 1, 0) divided by the empty size:
+    # sympy's `zoo` in the kernel source (indexing.unflatten).
+    return (torch.add(a0, a0, alpha=2).reshape(-1),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
         _program(InputSpec("a0", (2, 3), torch.float64, grad=True), outputs=2, train=True),
+        CPU_BACKENDS,
+    ),
+    "reshape_of_empty": (
+        _reshape_of_empty,
+        _program(InputSpec("a0", (1, 1, 0), torch.float32)),
+        CPU_BACKENDS,
     ),
 }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("case", sorted(CASES))
+PARAMS = [
+    (case, backend) for case, (_, _, backends) in sorted(CASES.items()) for backend in backends
+]
+
+
+@pytest.mark.parametrize(("case", "backend"), PARAMS)
 def test_fuzz_regression(case: str, backend: str) -> None:
-    fn, program = CASES[case]
+    fn, program, _ = CASES[case]
     check_program(fn, program, backend)
