@@ -246,9 +246,29 @@ class CIndexPrinter(StrPrinter):
     def _print_Integer(self, expr: sympy.Integer) -> str:
         return str(int(expr))
 
+    # sympy's Min / Max (a slice start of a dynamic size: `Max(s0 - 4, 0)`), as nested
+    # two-argument calls of the target's functions.
+    MIN_FN = "std::min<int64_t>"
+    MAX_FN = "std::max<int64_t>"
+
+    def _print_Min(self, expr: sympy.Min) -> str:
+        return self._nested(self.MIN_FN, expr.args)
+
+    def _print_Max(self, expr: sympy.Max) -> str:
+        return self._nested(self.MAX_FN, expr.args)
+
+    def _nested(self, fn: str, args: Sequence[sympy.Expr]) -> str:
+        text = self._print(args[0])
+        for arg in args[1:]:
+            text = f"{fn}({text}, {self._print(arg)})"
+        return text
+
 
 class PythonIndexPrinter(CIndexPrinter):
     """Prints an index expression as Python source with `//` for floor division."""
+
+    MIN_FN = "min"
+    MAX_FN = "max"
 
     def _print_FloorDiv(self, expr: FloorDiv) -> str:
         base, divisor = (self._print(a) for a in expr.args)

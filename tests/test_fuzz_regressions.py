@@ -16,6 +16,7 @@ from polyduct.fuzz.check import check_program
 from polyduct.fuzz.program import InputSpec, Program
 
 CPU_BACKENDS = ("reference", "cpp")
+ALL_BACKENDS = ("reference", "cpp", "triton", "halide")  # for bugs in every backend's codegen
 Case = tuple[Callable[..., Any], Program, tuple[str, ...]]
 
 
@@ -39,6 +40,12 @@ def _reshape_of_empty(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.add(a0, a0, alpha=2).reshape(-1),)
 
 
+def _negative_slice_start(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # At a symbolic size s the first element is Max(s - 4, 0): no kernel index printer knew
+    # sympy's Max (reference: no rm.imax, cpp: 'Max' not declared, triton/halide: Python max).
+    return ((a0 & True).expand_as(a0)[..., -4:], a0[..., -4:0:3])
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -49,6 +56,13 @@ CASES: dict[str, Case] = {
         _reshape_of_empty,
         _program(InputSpec("a0", (1, 1, 0), torch.float32)),
         CPU_BACKENDS,
+    ),
+    "negative_slice_start": (
+        _negative_slice_start,
+        _program(
+            InputSpec("a0", (1, 4, 4), torch.bool, alt_shape=(1, 6, 6)), outputs=2, mode="auto"
+        ),
+        ALL_BACKENDS,
     ),
 }
 

@@ -33,11 +33,8 @@ class _IndexPrinter(PythonIndexPrinter):
         base, divisor = (self._print(a) for a in expr.args)
         return f"(({base}) % ({divisor}))"
 
-    def _print_Min(self, expr: sympy.Min) -> str:
-        return f"rm.imin({', '.join(self._print(a) for a in expr.args)})"
-
-    def _print_Max(self, expr: sympy.Max) -> str:
-        return f"rm.imax({', '.join(self._print(a) for a in expr.args)})"
+    MIN_FN = "rm.imin"  # index values are tensors here: Python's min would compare them
+    MAX_FN = "rm.imax"
 
 
 @dataclass

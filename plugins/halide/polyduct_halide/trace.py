@@ -64,6 +64,9 @@ class Check:
 
 
 class _HalidePrinter(PythonIndexPrinter):
+    MIN_FN = "hl.min"  # Python's min would ask a Halide expression for its truth value
+    MAX_FN = "hl.max"
+
     def __init__(self, names: dict[str, str]) -> None:
         super().__init__()
         self.names = names

@@ -16,6 +16,11 @@ from polyduct.indexing import PythonIndexPrinter, index_vars
 from polyduct.kernel import KernelSpec
 
 
+class _TritonIndexPrinter(PythonIndexPrinter):
+    MIN_FN = "tl.minimum"  # index values may be tensors: Python's min would compare them
+    MAX_FN = "tl.maximum"
+
+
 @dataclass
 class Check:
     """One run-time bounds check: slot in the error buffer, what it guards, and its size."""
@@ -44,7 +49,7 @@ class KernelContext:
         self.interpret = interpret
         self.args = spec.arg_names()
         self.rename = {sym: sympy.Symbol(self.args[sym.name]) for sym in spec.size_args}
-        self.printer = PythonIndexPrinter()
+        self.printer = _TritonIndexPrinter()
         self.stages: list[StageCode] = []
         self.locals: dict[str, str] = {}
         self.checks: list[Check] = []
