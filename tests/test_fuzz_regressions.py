@@ -46,10 +46,30 @@ def _negative_slice_start(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return ((a0 & True).expand_as(a0)[..., -4:], a0[..., -4:0:3])
 
 
+def _reduction_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The flip was fused as the reduction's epilogue and read the kernel-local result of its
+    # own row, not the mirrored one: every row but the middle one wrong (scheduler._reads_ok).
+    return (torch.flip(torch.amax(a0.unfold(2, 4, 2), -1), (1,)),)
+
+
+def _sum_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (a0.sum(-1).flip(0),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
         _program(InputSpec("a0", (2, 3), torch.float64, grad=True), outputs=2, train=True),
+        CPU_BACKENDS,
+    ),
+    "reduction_then_flip": (
+        _reduction_then_flip,
+        _program(InputSpec("a0", (8, 8, 8), torch.float16)),
+        CPU_BACKENDS,
+    ),
+    "sum_then_flip": (
+        _sum_then_flip,
+        _program(InputSpec("a0", (3, 4), torch.float32)),
         CPU_BACKENDS,
     ),
     "reshape_of_empty": (
