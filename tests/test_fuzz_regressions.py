@@ -56,6 +56,12 @@ def _sum_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (a0.sum(-1).flip(0),)
 
 
+def _float_floor_divide(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Lowered as floor(a / b): inf // 3 gave inf and 1 // 0.1 gave 10, where eager (through
+    # fmod) gives NaN and 9 (lowerings_pointwise._div).
+    return (a0 // a1, torch.floor_divide(a0, 0.1), torch.div(a1, a0, rounding_mode="floor"))
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -70,6 +76,15 @@ CASES: dict[str, Case] = {
     "sum_then_flip": (
         _sum_then_flip,
         _program(InputSpec("a0", (3, 4), torch.float32)),
+        CPU_BACKENDS,
+    ),
+    "float_floor_divide": (
+        _float_floor_divide,
+        _program(
+            InputSpec("a0", (4, 8), torch.float32, values="edge"),
+            InputSpec("a1", (8,), torch.float64, values="edge"),
+            outputs=3,
+        ),
         CPU_BACKENDS,
     ),
     "reshape_of_empty": (
