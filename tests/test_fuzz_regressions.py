@@ -62,6 +62,12 @@ def _float_floor_divide(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tenso
     return (a0 // a1, torch.floor_divide(a0, 0.1), torch.div(a1, a0, rounding_mode="floor"))
 
 
+def _integer_fmod(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Integer fmod reached the float-only op `fmod`: Halide's float algorithm on int32 did
+    # not compile (lowerings_pointwise: integers take `mod`).
+    return (torch.fmod(a0, a0.clamp(min=1)), torch.fmod(a0, -3))
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -91,6 +97,11 @@ CASES: dict[str, Case] = {
         _reshape_of_empty,
         _program(InputSpec("a0", (1, 1, 0), torch.float32)),
         CPU_BACKENDS,
+    ),
+    "integer_fmod": (
+        _integer_fmod,
+        _program(InputSpec("a0", (8, 8), torch.int32, values="edge"), outputs=2),
+        ALL_BACKENDS,
     ),
     "negative_slice_start": (
         _negative_slice_start,

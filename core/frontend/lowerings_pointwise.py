@@ -85,7 +85,6 @@ _SAME_NAME_BINARY = [
     "copysign",
     "hypot",
     "nextafter",
-    "fmod",
     "remainder",
     "maximum",
     "minimum",
@@ -225,6 +224,12 @@ def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype) -> Any:
     floor = ops.where(ops.gt(ops.sub(div, floor), half), ops.add(floor, one), floor)
     result = ops.where(ops.ne(div, zero), floor, ops.copysign(zero, quotient))
     return ops.where(ops.eq(y, zero), quotient, result)
+
+
+def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
+    # The op `fmod` is for floats; on integers C's remainder (sign of the dividend) is `mod`.
+    out = ctx.out_dtype()
+    return map_values(ctx, (a, b), out, _op("fmod" if out.is_floating_point else "mod"))
 
 
 def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
@@ -378,6 +383,8 @@ def table() -> dict[str, LoweringFn]:
     for name in _SAME_NAME_BINARY:
         for overload in ("Tensor", "Scalar", "default", "Tensor_Tensor"):
             t[f"aten.{name}.{overload}"] = elementwise(name)
+    for overload in ("Tensor", "Scalar"):
+        t[f"aten.fmod.{overload}"] = _fmod
     for aten, op in _SPECIAL_BINARY.items():
         for overload in ("default", "x_scalar", "n_scalar", "self_scalar", "other_scalar"):
             t[f"aten.{aten}.{overload}"] = elementwise(op)
