@@ -258,7 +258,7 @@ class CIndexPrinter(StrPrinter):
         return self._nested(self.MAX_FN, expr.args)
 
     def _nested(self, fn: str, args: Sequence[sympy.Expr]) -> str:
-        text = self._print(args[0])
+        text = str(self._print(args[0]))
         for arg in args[1:]:
             text = f"{fn}({text}, {self._print(arg)})"
         return text
