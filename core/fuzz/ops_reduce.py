@@ -10,7 +10,7 @@ REDUCTIONS = (
     ("torch.sum({x}{dims})", "int"),
     ("torch.nansum({x}{dims})", "int"),
     ("{x}.sum({dims0})", "int"),
-    ("torch.prod({x}{dim1})", "int"),
+    ("torch.prod({xc}{dim1})", "int"),
     ("torch.mean({x}{dims})", "float"),
     ("torch.amax({x}{dims})", "keep"),
     ("torch.amin({x}{dims})", "keep"),
@@ -33,7 +33,7 @@ REDUCTIONS = (
 FLOAT_ONLY = ("mean", "var", "std", "logsumexp", "norm", "softmax")
 SCANS = (
     ("torch.cumsum({x}, {d})", "int"),
-    ("torch.cumprod({x}, {d})", "int"),
+    ("torch.cumprod({xc}, {d})", "int"),
     ("torch.cummax({x}, {d})[0]", "keep"),
     ("torch.cummin({x}, {d})[0]", "keep"),
     ("torch.cummax({x}, {d})[1]", "disc"),
@@ -47,6 +47,11 @@ SORTS = (
     ("torch.msort({x})", "keep"),
     ("torch.topk({x}, {k}, dim={d}, largest={desc})[0]", "keep"),
 )
+
+
+def _bounded(x: Val) -> str:
+    """`x` for a float product: factors near 1, so that no order of multiplying overflows."""
+    return f"{x.name}.clamp(-1.25, 1.25)" if x.is_float() else x.name
 
 
 def _exact(kind: str, x: Val) -> bool | None:
@@ -94,7 +99,8 @@ def reduction(g: Gen) -> Emit | None:
         return None
     if any(f in template for f in FLOAT_ONLY) and not x.is_float():
         return None
-    return Emit(template.format(x=x.name, **_dims(g, x)), _exact(kind, x), _tags(x, "reduce"))
+    expr = template.format(x=x.name, xc=_bounded(x), **_dims(g, x))
+    return Emit(expr, _exact(kind, x), _tags(x, "reduce"))
 
 
 def scan(g: Gen) -> Emit | None:
@@ -104,7 +110,8 @@ def scan(g: Gen) -> Emit | None:
     template, kind = g.rng.choice(SCANS)
     if (kind == "disc" and not x.exact) or ("logcumsumexp" in template and not x.is_float()):
         return None
-    return Emit(template.format(x=x.name, d=g.dim(x)), _exact(kind, x), _tags(x, "scan"))
+    expr = template.format(x=x.name, xc=_bounded(x), d=g.dim(x))
+    return Emit(expr, _exact(kind, x), _tags(x, "scan"))
 
 
 def sort(g: Gen) -> Emit | None:

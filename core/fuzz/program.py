@@ -82,9 +82,9 @@ def _edge_values(dtype: torch.dtype) -> list[float]:
     if dtype.is_floating_point:
         info = torch.finfo(dtype)
         sub = info.tiny / 4
-        # 16-bit values compute in float32 between stores (docs/conventions.md), so an
-        # intermediate that overflows in eager may not in a fused kernel: no extremes there.
-        big = [info.max, -info.max] if info.bits > 16 else [1000.0, -1000.0]
+        # Large, not the largest: whether a sum or product overflows depends on its order, and
+        # 16-bit values compute in float32 between stores (docs/conventions.md).
+        big = [1e4, -1e4] if info.bits > 16 else [1000.0, -1000.0]
         return [math.nan, math.inf, -math.inf, 0.0, -0.0, *big, info.tiny, sub, 1.0, -1.0, 0.5]
     if dtype == torch.bool:
         return [0, 1]

@@ -12,6 +12,7 @@ import os
 import tempfile
 import time
 import traceback
+import warnings
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -131,6 +132,7 @@ class Runner:
 def serve(config: Config, conn: Connection) -> None:
     """Worker main loop: receive graph indices, send back ("shrinking", i) and Results."""
     torch.set_num_threads(1)
+    warnings.simplefilter("ignore")  # eager's warnings about generated programs are noise here
     runner = Runner(config)
 
     def on_shrink(index: int) -> None:
