@@ -68,6 +68,12 @@ def _integer_fmod(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.fmod(a0, a0.clamp(min=1)), torch.fmod(a0, -3))
 
 
+def _sum_of_expanded_dim(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The summed value does not depend on the reduction position: Halide's update definition
+    # named no RDom and added it once, not four times (polyduct_halide.runtime.reduction).
+    return (a0.expand(4, *a0.shape).sum(-2, keepdim=True), a0.expand(3, 4).amax(0))
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -78,6 +84,11 @@ CASES: dict[str, Case] = {
         _reduction_then_flip,
         _program(InputSpec("a0", (8, 8, 8), torch.float16)),
         CPU_BACKENDS,
+    ),
+    "sum_of_expanded_dim": (
+        _sum_of_expanded_dim,
+        _program(InputSpec("a0", (4,), torch.float64), outputs=2),
+        ALL_BACKENDS,
     ),
     "sum_then_flip": (
         _sum_then_flip,

@@ -88,7 +88,11 @@ def reduction(
     intermediate passes (all are scheduled like the results).
     """
     build, _ = m.REDUCTIONS[rtype]
-    return build(name, xv, list(values), pos, dtype)
+    # An update definition iterates over the RDoms its expressions mention: a value that does
+    # not depend on the reduction position (the sum of an expanded dim) must still name it, or
+    # Halide folds it in once. `select` keeps the value bit for bit.
+    tied = [hl.select(ex(pos) >= 0, ex(v), ex(v)) for v in values]
+    return build(name, xv, tied, pos, dtype)
 
 
 def scan(
