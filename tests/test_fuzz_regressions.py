@@ -74,6 +74,12 @@ def _sum_of_expanded_dim(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (a0.expand(4, *a0.shape).sum(-2, keepdim=True), a0.expand(3, 4).amax(0))
 
 
+def _integer_rounding(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # floor/ceil/round/trunc and signbit of integers and bools reached float-only ops: the
+    # Triton kernel did not compile, signbit raised KeyError (lowerings_pointwise).
+    return (a0.floor(), a0.ceil(), a0.round(), a0.trunc(), a0.signbit(), a1.signbit())
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -112,6 +118,15 @@ CASES: dict[str, Case] = {
     "integer_fmod": (
         _integer_fmod,
         _program(InputSpec("a0", (8, 8), torch.int32, values="edge"), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "integer_rounding": (
+        _integer_rounding,
+        _program(
+            InputSpec("a0", (4, 5), torch.int64, values="edge"),
+            InputSpec("a1", (3,), torch.bool),
+            outputs=6,
+        ),
         ALL_BACKENDS,
     ),
     "negative_slice_start": (

@@ -28,7 +28,6 @@ _SAME_NAME_UNARY = [
     "asinh",
     "atan",
     "atanh",
-    "ceil",
     "cos",
     "cosh",
     "erf",
@@ -37,7 +36,6 @@ _SAME_NAME_UNARY = [
     "exp",
     "exp2",
     "expm1",
-    "floor",
     "lgamma",
     "log",
     "log10",
@@ -54,7 +52,6 @@ _SAME_NAME_UNARY = [
     "sqrt",
     "tan",
     "tanh",
-    "trunc",
     "digamma",
     "i0",
     "bitwise_not",
@@ -226,6 +223,29 @@ def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype) -> Any:
     return ops.where(ops.eq(y, zero), quotient, result)
 
 
+def _rounding(name: str) -> LoweringFn:
+    """floor / ceil / trunc / round: the float-only op, or a copy of an integer or bool."""
+    apply = _op(name)
+
+    def lower(ctx: LoweringContext, x: Any) -> Any:
+        return map_values(ctx, (x,), x.dtype, apply if x.dtype.is_floating_point else _identity)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def _signbit(ctx: LoweringContext, x: Any) -> Any:
+    """The float-only op signbit, or x < 0 for integers and bools (never set for bools)."""
+    if x.dtype.is_floating_point:
+        return map_values(ctx, (x,), x.dtype, _op("signbit"))
+    zero = False if x.dtype == torch.bool else 0
+
+    def apply(ops: Ops, v: Any) -> Any:
+        return ops.lt(v, ops.constant(zero, x.dtype))
+
+    return map_values(ctx, (x,), x.dtype, apply)
+
+
 def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
     # The op `fmod` is for floats; on integers C's remainder (sign of the dividend) is `mod`.
     out = ctx.out_dtype()
@@ -391,9 +411,11 @@ def table() -> dict[str, LoweringFn]:
     for name in (*_COMPARE, *_LOGICAL):
         for overload in ("Tensor", "Scalar", "default"):
             t[f"aten.{name}.{overload}"] = compare(name)
-    for name in ("isnan", "isinf", "signbit", "logical_not"):
+    for name in ("isnan", "isinf", "logical_not"):
         t[f"aten.{name}.default"] = predicate(name)
-    t["aten.round.default"] = elementwise("round")
+    for name in ("floor", "ceil", "trunc", "round"):
+        t[f"aten.{name}.default"] = _rounding(name)
+    t["aten.signbit.default"] = _signbit
     for overload in ("Tensor", "Scalar"):
         t[f"aten.add.{overload}"] = _add
         t[f"aten.sub.{overload}"] = _sub
