@@ -1,9 +1,9 @@
 """The `polyduct` command: `backends`, `ops`, and subcommands other modules own.
 
-`conformance` lives in `polyduct.conformance.cli`, `cache` in `polyduct.cache_admin` and `bench` in
-`polyduct.bench.cli`; each such
-module provides `add_parser(subparsers)` and `run(args) -> int`. They are imported lazily and a
-subcommand whose module is not installed is left out.
+`conformance` lives in `polyduct.conformance.cli`, `cache` in `polyduct.cache_admin`, `bench` in
+`polyduct.bench.cli` and `fuzz` in `polyduct.fuzz.cli`; each such module provides
+`add_parser(subparsers)` and `run(args) -> int`. They are imported lazily and a subcommand whose
+module is not installed is left out.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ EXTERNAL_COMMANDS: tuple[tuple[str, str], ...] = (
     ("conformance", "polyduct.conformance.cli"),
     ("cache", "polyduct.cache_admin"),
     ("bench", "polyduct.bench.cli"),
+    ("fuzz", "polyduct.fuzz.cli"),
 )
 PIPE_ESCAPE = "\\|"  # a literal | inside a Markdown table cell
 Runner = Callable[[argparse.Namespace], int]

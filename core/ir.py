@@ -230,7 +230,7 @@ class Access:
 
     loads: list[tuple[str, Expr]] = field(default_factory=list)
     stores: list[tuple[str, Expr]] = field(default_factory=list)
-    reduction_stores: list[str] = field(default_factory=list)
+    reduction_stores: list[tuple[str, Expr]] = field(default_factory=list)
     exprs: list[Expr] = field(default_factory=list)  # other index expressions (sizes, bounds)
 
 
@@ -258,7 +258,7 @@ class AccessRecorder(DefaultHandler[Any]):
         self.access.stores.append((name, self._simplify(sympy.sympify(index))))
 
     def store_reduction(self, name: str, index: Expr, value: Any) -> None:
-        self.access.reduction_stores.append(name)
+        self.access.reduction_stores.append((name, self._simplify(sympy.sympify(index))))
 
     def indirect_indexing(
         self, x: Any, size: Expr, check: bool = True, wrap_neg: bool = True

@@ -119,13 +119,7 @@ class PythonWrapperOptions:
 
 
 class _SizePrinter(PythonIndexPrinter):
-    """Size expressions as Python: also `min` / `max` (sympy's Min / Max of sizes)."""
-
-    def _print_Min(self, expr: sympy.Min) -> str:
-        return f"min({', '.join(self._print(a) for a in expr.args)})"
-
-    def _print_Max(self, expr: sympy.Max) -> str:
-        return f"max({', '.join(self._print(a) for a in expr.args)})"
+    """Size expressions as Python (sympy's Min / Max of sizes as `min` / `max`)."""
 
 
 @dataclass

@@ -238,8 +238,10 @@ def _buffers(
     stores: list[str] = []
     for m in group.members:
         for n, _ in m.access.loads:
-            if n in renames or n in removed or n in stores:
-                continue  # a value an earlier member stored is forwarded, never loaded
+            # A load of what an earlier member stored reads this kernel's own output: it
+            # neither makes the buffer an input nor `inout` (which needs it allocated before).
+            if n in renames or n in removed or (n in stores and n not in existing):
+                continue
             n = inplace.get(n, n)  # a dying input is read through the output taking its place
             if n not in loads:
                 loads.append(n)

@@ -28,7 +28,6 @@ _SAME_NAME_UNARY = [
     "asinh",
     "atan",
     "atanh",
-    "ceil",
     "cos",
     "cosh",
     "erf",
@@ -37,7 +36,6 @@ _SAME_NAME_UNARY = [
     "exp",
     "exp2",
     "expm1",
-    "floor",
     "lgamma",
     "log",
     "log10",
@@ -54,7 +52,6 @@ _SAME_NAME_UNARY = [
     "sqrt",
     "tan",
     "tanh",
-    "trunc",
     "digamma",
     "i0",
     "bitwise_not",
@@ -85,7 +82,6 @@ _SAME_NAME_BINARY = [
     "copysign",
     "hypot",
     "nextafter",
-    "fmod",
     "remainder",
     "maximum",
     "minimum",
@@ -233,12 +229,45 @@ def _div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None)
     if not out.is_floating_point:
         name = "floordiv" if rounding_mode == "floor" else "truncdiv"
         return map_values(ctx, (a, b), out, _op(name))
-    rounder = _op("floor" if rounding_mode == "floor" else "trunc")
+    if rounding_mode == "floor":
+        return map_values(ctx, (a, b), out, _float_floordiv(out))
 
     def apply(ops: Ops, x: Any, y: Any) -> Any:
-        return rounder(ops, ops.truediv(x, y))
+        return ops.trunc(ops.truediv(x, y))
 
     return map_values(ctx, (a, b), out, apply)
+
+
+def _float_floordiv(out: torch.dtype) -> Callable[..., Any]:
+    """Float floor division as eager computes it (c10's div_floor_floating), not floor(x / y):
+    through fmod, so inf // y is NaN and 1 // 0.1 is 9, with a correction for the rounding."""
+    # 16-bit values compute in float32 (docs/conventions.md).
+    dtype = torch.float32 if out in (torch.float16, torch.bfloat16) else out
+
+    def apply(ops: Ops, x: Any, y: Any) -> Any:
+        return _floordiv_of(ops, x, y, dtype)
+
+    return apply
+
+
+def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype) -> Any:
+    zero, one = ops.constant(0.0, dtype), ops.constant(1.0, dtype)
+    quotient = ops.truediv(x, y)
+    mod = ops.fmod(x, y)
+    div = ops.truediv(ops.sub(x, mod), y)
+    signs_differ = ops.ne(ops.lt(y, zero), ops.lt(mod, zero))
+    div = ops.where(ops.logical_and(ops.ne(mod, zero), signs_differ), ops.sub(div, one), div)
+    floor = ops.floor(div)
+    half = ops.constant(0.5, dtype)
+    floor = ops.where(ops.gt(ops.sub(div, floor), half), ops.add(floor, one), floor)
+    result = ops.where(ops.ne(div, zero), floor, ops.copysign(zero, quotient))
+    return ops.where(ops.eq(y, zero), quotient, result)
+
+
+def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
+    # The op `fmod` is for floats; on integers C's remainder (sign of the dividend) is `mod`.
+    out = ctx.out_dtype()
+    return map_values(ctx, (a, b), out, _op("fmod" if out.is_floating_point else "mod"))
 
 
 def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
@@ -392,13 +421,15 @@ def table() -> dict[str, LoweringFn]:
     for name in _SAME_NAME_BINARY:
         for overload in ("Tensor", "Scalar", "default", "Tensor_Tensor"):
             t[f"aten.{name}.{overload}"] = elementwise(name)
+    for overload in ("Tensor", "Scalar"):
+        t[f"aten.fmod.{overload}"] = _fmod
     for aten, op in _SPECIAL_BINARY.items():
         for overload in ("default", "x_scalar", "n_scalar", "self_scalar", "other_scalar"):
             t[f"aten.{aten}.{overload}"] = elementwise(op)
     for name in (*_COMPARE, *_LOGICAL):
         for overload in ("Tensor", "Scalar", "default"):
             t[f"aten.{name}.{overload}"] = compare(name)
-    for name in ("isnan", "isinf", "signbit", "logical_not"):
+    for name in ("isnan", "isinf", "logical_not"):
         t[f"aten.{name}.default"] = predicate(name)
     t["aten.round.default"] = elementwise("round")
     # the op set's rounding, NaN tests and fmod are for floats: integers are handled here

@@ -5,7 +5,7 @@ Fusion rules (greedy, deterministic, each node tries only the most recent group)
   `outer` stage) or equals outer + reduction space (an `inner` stage, a reduction epilogue);
 - a reduction joins a group with the same outer and reduction spaces (one `reduce` stage each);
 - a node may read what the group wrote only at the point being computed: reduction results are
-  kernel locals (any index that depends on the outer point alone), pointwise results only within
+  kernel locals (read at exactly the index the reduction stores), pointwise results only within
   the same stage and at exactly the stored index (forwarded as values, never re-loaded).
 Buffers written and read only inside one kernel are removed (forwarded values / locals).
 """
@@ -165,7 +165,12 @@ def _reads_ok(member: Member, group: Group) -> bool:
             continue
         writer = group.members[pos]
         if name in writer.node.accumulators:
-            if free_symbols(index) & rv:
+            # A local holds the reduction of the point being computed, and of no other: a
+            # flip or a shift of the result (`x.sum(-1).flip(0)`) must load it from memory.
+            want = expanded(index)
+            acc = writer.node.accumulators[name]
+            stored = [expanded(i) for n, i in writer.access.reduction_stores if n in (name, acc)]
+            if free_symbols(index) & rv or want not in stored:
                 return False
             continue
         if writer is not last or writer.kind != member.kind or member.kind == "reduce":

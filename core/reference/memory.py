@@ -8,6 +8,8 @@ argument tensor, taken from the tensor's first element.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from polyduct.errors import KernelAssertError, KernelIndexError
@@ -15,20 +17,6 @@ from polyduct.reference.runtime import compute
 
 Tensor = torch.Tensor
 Index = Tensor | int
-
-
-def imin(a: Index, b: Index) -> Index:
-    """min of two index values (ints, or int64 tensors of index variables)."""
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return torch.minimum(torch.as_tensor(a), torch.as_tensor(b))
-    return min(a, b)
-
-
-def imax(a: Index, b: Index) -> Index:
-    """max of two index values (ints, or int64 tensors of index variables)."""
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return torch.maximum(torch.as_tensor(a), torch.as_tensor(b))
-    return max(a, b)
 
 
 def flat(t: Tensor, numel: int) -> Tensor:
@@ -195,3 +183,25 @@ def bucketize(
         low = torch.where(active & above, mid + 1, low)
         high = torch.where(active & ~above, mid, high)
     return low.to(indexing_dtype)
+
+
+def imin(*args: Index) -> Index:
+    """The least of index values (sympy's Min in an index expression)."""
+    return _fold(torch.minimum, min, args)
+
+
+def imax(*args: Index) -> Index:
+    """The greatest of index values (sympy's Max in an index expression)."""
+    return _fold(torch.maximum, max, args)
+
+
+def _fold(on_tensors: Callable[[Tensor, Tensor], Tensor], on_ints: Callable[[int, int], int],
+          args: tuple[Index, ...]) -> Index:
+    result = args[0]
+    for arg in args[1:]:
+        if isinstance(result, Tensor) or isinstance(arg, Tensor):
+            device = result.device if isinstance(result, Tensor) else arg.device  # type: ignore[union-attr]
+            result = on_tensors(_as_index(result, device), _as_index(arg, device))
+        else:
+            result = on_ints(int(result), int(arg))
+    return result

@@ -1,0 +1,122 @@
+"""Run a program in eager and through `torch.compile(backend="polyduct")`, compare the results.
+
+Compared: every output, every input after the call (in-place writes), and in training programs
+the gradient of a weighted sum of the float outputs with respect to every float input. Values the
+generator marked exact (integers, bools, and floats that only moved, compared or were
+selected) must match bit for bit, NaN positions included; others within a tolerance of the
+lowest float precision the program computes in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from polyduct.conformance.tolerance import EXACT, Tol, compare
+from polyduct.fuzz.program import Program, make_inputs, shadow_values
+
+INEXACT_TOL = {
+    torch.float64: Tol(ulps=8, atol=1e-9, rtol=1e-7),
+    torch.float32: Tol(ulps=8, atol=1e-4, rtol=1e-4),
+    torch.float16: Tol(ulps=4, atol=1e-2, rtol=1e-2),
+    torch.bfloat16: Tol(ulps=4, atol=5e-2, rtol=5e-2),
+}
+MODE_DYNAMIC = {"static": False, "dynamic": True, "auto": None}
+Results = dict[str, torch.Tensor]
+
+
+class InvalidProgram(Exception):
+    """Eager itself refused the program: it is not a test of polyduct."""
+
+
+class Mismatch(AssertionError):
+    """The compiled program's results differ from eager's."""
+
+
+def _loss_weights(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(1234)
+    return [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device)
+            for o in outputs]
+
+
+def execute(fn: Callable[..., Any], program: Program, seed: int, device: str,
+            alt: bool = False) -> Results:
+    """Call `fn` on fresh inputs: outputs, inputs after the call, and gradients when training."""
+    inputs = make_inputs(program, seed, device, alt)
+    outs = list(fn(*inputs))
+    results = {name: out for name, out in zip(program.outputs, outs, strict=True)}
+    results.update({spec.name: t for spec, t in zip(program.inputs, inputs, strict=True)})
+    if program.train:
+        diff = [o for o in outs if o.requires_grad and o.is_floating_point()]
+        leaves = [t for t in inputs if t.requires_grad]
+        loss = sum((o.double() * w).sum() for o, w in zip(diff, _loss_weights(diff), strict=True))
+        if diff:
+            grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+            for spec, grad in zip([s for s in program.inputs if s.grad], grads, strict=True):
+                if grad is not None:
+                    results[f"{spec.name}.grad"] = grad
+    return {k: v.detach().cpu().clone() for k, v in results.items()}
+
+
+def program_tolerance(program: Program) -> Tol:
+    """The tolerance of the lowest float precision any value of `program` has."""
+    used = {t.dtype for t in shadow_values(program).values()}
+    tols = [tol for d, tol in INEXACT_TOL.items() if d in used] or [INEXACT_TOL[torch.float64]]
+    return max(tols, key=lambda t: t.rtol)
+
+
+def tolerance(program: Program, name: str, dtype: torch.dtype, inexact: Tol) -> Tol:
+    """EXACT for exact values and non-floats; else `inexact` (looser for gradients)."""
+    if name in program.exact or not dtype.is_floating_point:
+        return EXACT
+    return Tol(inexact.ulps, inexact.atol * 4, inexact.rtol * 4) if ".grad" in name else inexact
+
+
+def compare_results(program: Program, got: Results, want: Results, label: str) -> list[str]:
+    """One line per differing result (empty: all equal within tolerance)."""
+    if set(got) != set(want):
+        return [f"{label}: results {sorted(got)}, eager {sorted(want)}"]
+    problems = []
+    inexact = program_tolerance(program)
+    for name, w in want.items():
+        bad = compare(name, got[name], w, tolerance(program, name, w.dtype, inexact), {})
+        if bad is not None:
+            exact = " (exact)" if name in program.exact else ""
+            problems.append(f"{label}{exact}: {bad}")
+    return problems
+
+
+def check_program(fn: Callable[..., Any], program: Program, backend: str,
+                  options: Mapping[str, Any] | None = None, device: str = "cpu",
+                  seed: int = 0) -> int:
+    """Raise `Mismatch` when polyduct's results differ from eager's; return the graph count.
+
+    Raises `InvalidProgram` when eager raises, and lets any compile or run error propagate."""
+    try:
+        want = execute(fn, program, seed, device)
+    except Exception as exc:
+        raise InvalidProgram(f"{type(exc).__name__}: {exc}") from exc
+    want_alt = None
+    if program.has_alt():
+        try:
+            want_alt = execute(fn, program, seed + 1, device, alt=True)
+        except Exception:  # noqa: BLE001 -- a constant in the program fits the first shapes only
+            want_alt = None
+    torch._dynamo.reset()
+    graphs: list[Any] = []
+    opts = {**(options or {}), "kernels": backend, "observer": graphs.append}
+    compiled = torch.compile(fn, backend="polyduct", options=opts,
+                             dynamic=MODE_DYNAMIC[program.mode])
+    try:
+        problems = compare_results(program, execute(compiled, program, seed, device), want,
+                                   "call 1")
+        if want_alt is not None:
+            got_alt = execute(compiled, program, seed + 1, device, alt=True)
+            problems += compare_results(program, got_alt, want_alt, "call 2 (new shapes)")
+    finally:
+        torch._dynamo.reset()
+    if problems:
+        raise Mismatch("\n".join(problems))
+    return len(graphs)

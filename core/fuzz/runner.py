@@ -1,0 +1,168 @@
+"""A campaign: graphs `start .. start+count` of a seed, spread over worker processes.
+
+A worker that dies (a crash in compiled code) or runs past the time limit (a hang) costs the
+graph it was running, recorded as `crash` or `timeout`, and is replaced. Results stream to
+`results.jsonl` in the output directory as they arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import TextIO
+
+from polyduct.fuzz.generate import generate
+from polyduct.fuzz.repro import render_module, write_module
+from polyduct.fuzz.worker import Config, Result, serve
+
+FAILURES = ("mismatch", "crash", "timeout")
+STATUSES = ("pass", *FAILURES, "known", "invalid")
+
+
+@dataclass
+class _Slot:
+    """One worker process and the graph it is running."""
+
+    proc: BaseProcess
+    conn: Connection
+    index: int | None = None
+    deadline: float = 0.0
+
+
+@dataclass
+class Campaign:
+    """How many graphs, how wide, and how long each may take."""
+
+    config: Config
+    count: int
+    start: int = 0
+    jobs: int = 1
+    timeout_s: float = 300.0
+    results: list[Result] = field(default_factory=list)
+
+
+def _spawn(config: Config) -> _Slot:
+    ctx = mp.get_context("spawn")  # a fresh interpreter: no state forked from the parent
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=serve, args=(config, child), daemon=True)
+    proc.start()
+    child.close()
+    return _Slot(proc, parent)
+
+
+def _stop(slot: _Slot) -> None:
+    slot.proc.kill()
+    slot.proc.join()
+    slot.conn.close()
+
+
+def _progress(done: Counter[str], total: int, start: float, out: TextIO) -> None:
+    n = sum(done.values())
+    rate = n / max(time.monotonic() - start, 1e-9)
+    parts = " ".join(f"{s} {done[s]}" for s in STATUSES if done[s])
+    end = "\r" if out.isatty() else "\n"
+    print(f"[{n:>{len(str(total))}}/{total}] {parts}  {rate:.2f} graphs/s", end=end, file=out,
+          flush=True)
+
+
+def run_campaign(campaign: Campaign, out: TextIO = sys.stderr) -> list[Result]:
+    """Run every graph of `campaign`; return the results ordered by graph index."""
+    c = campaign.config
+    c.out.mkdir(parents=True, exist_ok=True)
+    pending = list(range(campaign.start + campaign.count - 1, campaign.start - 1, -1))
+    slots = [_spawn(c) for _ in range(min(campaign.jobs, campaign.count))]
+    done: Counter[str] = Counter()
+    start = time.monotonic()
+    every = max(1, campaign.count // 100)
+    with open(c.out / "results.jsonl", "a") as log:
+        while pending or any(s.index is not None for s in slots):
+            for slot in slots:
+                if slot.index is None and pending:
+                    slot.index = pending.pop()
+                    slot.deadline = time.monotonic() + campaign.timeout_s
+                    slot.conn.send(slot.index)
+            for i, slot in enumerate(slots):
+                result = _poll(slot, campaign)
+                if result is None:
+                    continue
+                if result.status == "timeout" or not slot.proc.is_alive():
+                    _stop(slot)
+                    slots[i] = _spawn(c)
+                    _write_lost(c, result)
+                campaign.results.append(result)
+                log.write(json.dumps(asdict(result)) + "\n")
+                log.flush()
+                done[result.status] += 1
+                if out.isatty() or sum(done.values()) % every == 0:
+                    _progress(done, campaign.count, start, out)
+            wait([s.conn for s in slots if s.index is not None] or [], timeout=0.5)
+    for slot in slots:
+        slot.conn.send(None)
+        slot.proc.join(timeout=10)
+        if slot.proc.is_alive():
+            _stop(slot)
+    if out.isatty():
+        print(file=out)
+    return sorted(campaign.results, key=lambda r: r.index)
+
+
+def _write_lost(config: Config, result: Result) -> None:
+    """The reproducer of a graph whose worker died or hung (unshrunk, unless shrinking began)."""
+    path = config.out / f"fail_{config.backend}_s{config.seed}_g{result.index}.py"
+    result.repro = str(path)
+    if path.exists():
+        return
+    program = generate(config.seed, result.index, config.dtypes, config.known)
+    source = render_module(program, config.backend, result.index, config.options,
+                           config.device, result.detail)
+    write_module(path, source)
+
+
+def _poll(slot: _Slot, campaign: Campaign) -> Result | None:
+    """The finished graph of `slot`, if any: a result, a died worker, or a timeout."""
+    if slot.index is None:
+        return None
+    index = slot.index
+    try:
+        while slot.conn.poll():
+            kind, payload = slot.conn.recv()
+            if kind == "shrinking":  # the graph failed: shrinking gets its own time budget
+                slot.deadline = time.monotonic() + campaign.timeout_s + campaign.config.shrink_s
+                continue
+            slot.index = None
+            assert isinstance(payload, Result)
+            return payload
+    except (EOFError, OSError):
+        pass
+    if not slot.proc.is_alive():
+        slot.index = None
+        code = slot.proc.exitcode
+        return Result(index, "crash", f"worker process died (exit code {code})")
+    if time.monotonic() > slot.deadline:
+        slot.index = None
+        return Result(index, "timeout", f"no result within {campaign.timeout_s:g} s")
+    return None
+
+
+def summary_table(results: list[Result], backend: str, seconds: float) -> str:
+    """The end-of-campaign table: counts per status, then one line per failure."""
+    counts = Counter(r.status for r in results)
+    lines = [f"polyduct fuzz: kernels={backend!r}, {len(results)} graphs in {seconds:.0f} s", "",
+             "| status | graphs |", "|---|---|"]
+    lines += [f"| {s} | {counts[s]} |" for s in STATUSES]
+    failed = [r for r in results if r.status in FAILURES]
+    if failed:
+        lines += ["", "| graph | status | stmts | reproducer | detail |", "|---|---|---|---|---|"]
+        for r in failed:
+            first = (r.detail.strip().splitlines() or [""])[0][:100].replace("|", "\\|")
+            lines.append(f"| {r.index} | {r.status} | {r.stmts} | {r.repro} | {first} |")
+    known = sorted({t for r in results if r.status == "known" for t in r.tags})
+    if known:
+        lines += ["", f"known bugs (not counted as failures): {', '.join(known)}"]
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""`polyduct fuzz`: generation is reproducible, a difference is caught, failures shrink, and a
+fixed-seed campaign per CPU backend passes (the regression guard of the fuzzer's findings)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from polyduct.fuzz.check import InvalidProgram, Mismatch, check_program
+from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
+from polyduct.fuzz.generate import generate
+from polyduct.fuzz.program import InputSpec, Program, Stmt, make_inputs
+from polyduct.fuzz.repro import load_module, render_module
+from polyduct.fuzz.runner import FAILURES, Campaign, run_campaign, summary_table
+from polyduct.fuzz.shrink import shrink
+from polyduct.fuzz.worker import Config
+
+SEED = 28
+# (backend, graphs): sized for the CI budget, about 2.5 minutes from a cold kernel cache on two
+# busy cores (docs/fuzzing.md).
+CI_RUNS = (("reference", 40), ("cpp", 20), ("halide", 4), ("triton", 4))
+
+
+def test_generation_is_reproducible() -> None:
+    first = [generate(7, i, FUZZ_DTYPES) for i in range(20)]
+    assert first == [generate(7, i, FUZZ_DTYPES) for i in range(20)]
+    assert len({p.stmts for p in first}) > 15  # and programs differ from one index to the next
+    a, b = (make_inputs(first[3], seed=0) for _ in range(2))
+    assert all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(a, b, strict=True))
+
+
+def _differs_when_compiled(a0: torch.Tensor) -> tuple[torch.Tensor]:
+    # Dynamo traces the compiling branch: eager and compiled run different programs.
+    return (a0 + 1,) if torch.compiler.is_compiling() else (a0,)
+
+
+def _one_input() -> Program:
+    return Program((InputSpec("a0", (3, 4), torch.float32),), (), ("out0",))
+
+
+def test_a_difference_is_a_mismatch() -> None:
+    with pytest.raises(Mismatch, match=r"out0: 12/12 elements differ"):
+        check_program(_differs_when_compiled, _one_input(), "reference")
+
+
+def test_eager_errors_make_a_program_invalid() -> None:
+    with pytest.raises(InvalidProgram, match="mat1 and mat2"):
+        check_program(lambda a0: (a0 @ a0,), _one_input(), "reference")
+
+
+def test_shrinking_keeps_what_the_failure_needs() -> None:
+    program = generate(3, 11, FUZZ_DTYPES, known=False)
+    assert len(program.stmts) >= 4, "pick a program with a few statements"
+    culprit = program.stmts[len(program.stmts) // 2].expr
+    program = replace(program, outputs=(*program.outputs, program.stmts[-1].out))
+
+    def still_fails(p: Program) -> bool:
+        return any(s.expr == culprit for s in p.stmts)
+
+    small = shrink(program, still_fails, budget_s=30)
+    assert [s.expr for s in small.stmts][-1] == culprit
+    assert len(small.stmts) < len(program.stmts) and len(small.outputs) == 1
+
+
+def test_reproducer_module_runs_the_program(tmp_path: Path) -> None:
+    program = Program(
+        (InputSpec("a0", (2, 3), torch.float32, values="edge"),),
+        (Stmt("v0", "torch.sin(a0).sum(1)"),),
+        ("v0",),
+    )
+    path = tmp_path / "test_repro.py"
+    path.write_text(render_module(program, "reference", 5, {}, "cpu", "Mismatch: \"x\" \\ y"))
+    module = load_module(path, "polyduct_fuzz_repro_test")
+    assert program == module.PROGRAM
+    assert module.BACKEND == "reference"
+    module.test_reference_seed0_graph5()
+
+
+@pytest.mark.parametrize(("backend", "graphs"), CI_RUNS, ids=[b for b, _ in CI_RUNS])
+def test_fixed_seed_campaign(backend: str, graphs: int, tmp_path: Path) -> None:
+    config = Config(backend, SEED, {}, "cpu", _dtypes(backend), tmp_path, 0.0, known=False)
+    results = run_campaign(Campaign(config, graphs, jobs=2, timeout_s=240), io.StringIO())
+    assert len(results) == graphs
+    failed = [r for r in results if r.status in FAILURES]
+    assert not failed, summary_table(results, backend, 0.0)

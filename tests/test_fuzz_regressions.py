@@ -1,0 +1,162 @@
+"""Bugs `polyduct fuzz` found, each as its shrunk program, compiled with every CPU backend.
+
+A case is the reproducer the fuzzer wrote, trimmed by hand: the program's statements as `fn`
+and its inputs as a `Program`; `check_program` compares the compiled results with eager.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from polyduct.fuzz.check import check_program
+from polyduct.fuzz.program import InputSpec, Program
+
+CPU_BACKENDS = ("reference", "cpp")
+ALL_BACKENDS = ("reference", "cpp", "triton", "halide")  # for bugs in every backend's codegen
+Case = tuple[Callable[..., Any], Program, tuple[str, ...]]
+
+
+def _program(
+    *inputs: InputSpec, outputs: int = 1, train: bool = False, mode: str = "static"
+) -> Program:
+    return Program(inputs, (), tuple(f"out{i}" for i in range(outputs)), mode, train)
+
+
+def _stored_then_reloaded(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Training keeps v0 for the backward: the fused kernel stores it, and the next member
+    # loads it back. That buffer was taken for one that must exist before the kernel (`inout`)
+    # and never allocated: NameError 'buf0' (kernel_plan._buffers).
+    v0 = torch.addcmul(a0, a0, a0, value=0.5)
+    return torch.erfc(v0), v0
+
+
+def _reshape_of_empty(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Re-indexing the flat result over the input's sizes (1, 1, 0) divided by the empty size:
+    # sympy's `zoo` in the kernel source (indexing.unflatten).
+    return (torch.add(a0, a0, alpha=2).reshape(-1),)
+
+
+def _negative_slice_start(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # At a symbolic size s the first element is Max(s - 4, 0): no kernel index printer knew
+    # sympy's Max (reference: no rm.imax, cpp: 'Max' not declared, triton/halide: Python max).
+    return ((a0 & True).expand_as(a0)[..., -4:], a0[..., -4:0:3])
+
+
+def _reduction_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The flip was fused as the reduction's epilogue and read the kernel-local result of its
+    # own row, not the mirrored one: every row but the middle one wrong (scheduler._reads_ok).
+    return (torch.flip(torch.amax(a0.unfold(2, 4, 2), -1), (1,)),)
+
+
+def _sum_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (a0.sum(-1).flip(0),)
+
+
+def _float_floor_divide(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Lowered as floor(a / b): inf // 3 gave inf and 1 // 0.1 gave 10, where eager (through
+    # fmod) gives NaN and 9 (lowerings_pointwise._div).
+    return (a0 // a1, torch.floor_divide(a0, 0.1), torch.div(a1, a0, rounding_mode="floor"))
+
+
+def _integer_fmod(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Integer fmod reached the float-only op `fmod`: Halide's float algorithm on int32 did
+    # not compile (lowerings_pointwise: integers take `mod`).
+    return (torch.fmod(a0, a0.clamp(min=1)), torch.fmod(a0, -3))
+
+
+def _sum_of_expanded_dim(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The summed value does not depend on the reduction position: Halide's update definition
+    # named no RDom and added it once, not four times (polyduct_halide.runtime.reduction).
+    return (a0.expand(4, *a0.shape).sum(-2, keepdim=True), a0.expand(3, 4).amax(0))
+
+
+def _integer_rounding(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # floor/ceil/round/trunc and signbit of integers and bools reached float-only ops: the
+    # Triton kernel did not compile, signbit raised KeyError (lowerings_pointwise).
+    return (a0.floor(), a0.ceil(), a0.round(), a0.trunc(), a0.signbit(), a1.signbit())
+
+
+def _empty_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward graph's empty tangent arrived with strides (0, 0, 1), not the traced
+    # (11, 1, 1): InputMismatch, though no element is ever addressed (wrapper_runtime).
+    v6 = a0.narrow(2, 4, 0)
+    return (torch.pow(v6 / v6, 3),)
+
+
+CASES: dict[str, Case] = {
+    "stored_then_reloaded": (
+        _stored_then_reloaded,
+        _program(InputSpec("a0", (2, 3), torch.float64, grad=True), outputs=2, train=True),
+        CPU_BACKENDS,
+    ),
+    "reduction_then_flip": (
+        _reduction_then_flip,
+        _program(InputSpec("a0", (8, 8, 8), torch.float16)),
+        CPU_BACKENDS,
+    ),
+    "sum_of_expanded_dim": (
+        _sum_of_expanded_dim,
+        _program(InputSpec("a0", (4,), torch.float64), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "sum_then_flip": (
+        _sum_then_flip,
+        _program(InputSpec("a0", (3, 4), torch.float32)),
+        CPU_BACKENDS,
+    ),
+    "empty_gradient": (
+        _empty_gradient,
+        _program(InputSpec("a0", (5, 11, 5), torch.float32, grad=True), train=True),
+        CPU_BACKENDS,
+    ),
+    "float_floor_divide": (
+        _float_floor_divide,
+        _program(
+            InputSpec("a0", (4, 8), torch.float32, values="edge"),
+            InputSpec("a1", (8,), torch.float64, values="edge"),
+            outputs=3,
+        ),
+        CPU_BACKENDS,
+    ),
+    "reshape_of_empty": (
+        _reshape_of_empty,
+        _program(InputSpec("a0", (1, 1, 0), torch.float32)),
+        CPU_BACKENDS,
+    ),
+    "integer_fmod": (
+        _integer_fmod,
+        _program(InputSpec("a0", (8, 8), torch.int32, values="edge"), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "integer_rounding": (
+        _integer_rounding,
+        _program(
+            InputSpec("a0", (4, 5), torch.int64, values="edge"),
+            InputSpec("a1", (3,), torch.bool),
+            outputs=6,
+        ),
+        ALL_BACKENDS,
+    ),
+    "negative_slice_start": (
+        _negative_slice_start,
+        _program(
+            InputSpec("a0", (1, 4, 4), torch.bool, alt_shape=(1, 6, 6)), outputs=2, mode="auto"
+        ),
+        ALL_BACKENDS,
+    ),
+}
+
+
+PARAMS = [
+    (case, backend) for case, (_, _, backends) in sorted(CASES.items()) for backend in backends
+]
+
+
+@pytest.mark.parametrize(("case", "backend"), PARAMS)
+def test_fuzz_regression(case: str, backend: str) -> None:
+    fn, program, _ = CASES[case]
+    check_program(fn, program, backend)
