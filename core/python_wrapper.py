@@ -119,7 +119,12 @@ class PythonWrapperOptions:
 
 
 class _SizePrinter(PythonIndexPrinter):
-    """Size expressions as Python (sympy's Min / Max of sizes as `min` / `max`)."""
+    """Size expressions as Python (sympy's Min / Max of sizes as `min` / `max`, torch's true
+    division of sizes, a scale passed to a library call, as `/`)."""
+
+    def _print_IntTrueDiv(self, expr: sympy.Expr) -> str:
+        a, b = (str(self._print(x)) for x in expr.args)
+        return f"(({a}) / ({b}))"
 
 
 @dataclass

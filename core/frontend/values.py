@@ -46,6 +46,8 @@ def operand(value: Any, out_size: Sequence[Expr], dtype: torch.dtype) -> Loader:
 
         return load
     if isinstance(value, sympy.Expr) and not value.is_Number:
+        if value.is_integer is not True:  # a float of sizes (a scale): no integer index_expr
+            raise Fallback(f"operand {value} is not an integer size expression")
         expr = value
 
         def load_expr(ops: Ops, idx: Sequence[Expr]) -> Any:

@@ -226,3 +226,20 @@ def test_ceil_of_a_size_ratio_under_dynamic_shapes(backends: tuple[str, str], de
     for n in (9, 12, 5):
         x = torch.randn(2, n, 3, device=device)
         assert_same(compiled(x), fn(x), atol=1e-5)
+
+
+def test_interpolation_scale_of_sizes_under_dynamic_shapes(
+    backends: tuple[str, str], device: str
+) -> None:
+    """SegFormer resizes every feature map to the first one's size: under dynamic shapes the
+    bilinear scale is a ratio of sizes (a float), never an integer index expression."""
+
+    def fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        up = F.interpolate(b, size=a.shape[2:], mode="bilinear", align_corners=False)
+        return a + up
+
+    compiled, _ = compile_fn(fn, backends, dynamic=True)
+    for n in (8, 12, 6):
+        a = torch.randn(2, 3, n, n, device=device)
+        b = torch.randn(2, 3, n // 2, n // 2, device=device)
+        assert_same(compiled(a, b), fn(a, b), atol=1e-5)
