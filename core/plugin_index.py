@@ -8,7 +8,8 @@ keyed by the installed distributions, their versions and entry points, so instal
 or upgrading one starts over. Later, `load_for` imports only the distributions that registered a
 backend the compile asks for, or any lowering or override set (those apply to every compile), and
 every claimant of a contested name it asks for, so the refusal is the same. A plugin that failed
-to import (a hang past the time limit included) registered nothing, and later compiles skip it.
+to import (a hang past the time limit included) registered nothing: later compiles skip it, and
+report its recorded error as if they had met it.
 `POLYDUCT_PLUGIN_INDEX=0` loads everything every time.
 """
 
@@ -18,14 +19,14 @@ import hashlib
 import json
 import os
 from collections.abc import Collection
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from polyduct.cache import Cache, CacheError, default_root
-from polyduct.plugins import PluginOptions, Plugins, entries, load
+from polyduct.plugins import LoadError, PluginOptions, Plugins, entries, load
 
-NAMESPACE = "plugin-index"
+NAMESPACE = "plugin-index-2"
 INDEX_FILE = "index.json"
 ENV = "POLYDUCT_PLUGIN_INDEX"
 ALWAYS = ("lowering", "override set")  # kinds every compile uses
@@ -48,8 +49,14 @@ def load_for(needs: Collection[str], options: PluginOptions | None = None) -> Pl
         plugins = load(opts)
         _write(cache, fingerprint, plugins)
         return plugins
-    wanted = frozenset(d for d, claims in index.items() if _wanted(claims, needs))
-    return load(replace(opts, only=wanted))
+    wanted = frozenset(d for d, claims in index["claims"].items() if _wanted(claims, needs))
+    plugins = load(replace(opts, only=wanted))
+    known = {(e.distribution, e.entry_point, e.stage) for e in plugins.errors}
+    for fields in index["errors"]:  # still reported (polyduct backends, torch.compile's warning)
+        error = LoadError(**fields)
+        if (error.distribution, error.entry_point, error.stage) not in known:
+            plugins.errors.append(error)
+    return plugins
 
 
 def _wanted(claims: list[list[str]], needs: Collection[str]) -> bool:
@@ -84,7 +91,8 @@ def index_of(plugins: Plugins) -> dict[str, list[list[str]]]:
 
 
 def _write(cache: Cache, fingerprint: str, plugins: Plugins) -> None:
-    text = json.dumps(index_of(plugins), sort_keys=True)
+    record = {"claims": index_of(plugins), "errors": [asdict(e) for e in plugins.errors]}
+    text = json.dumps(record, sort_keys=True)
 
     def build(directory: Path) -> None:
         (directory / INDEX_FILE).write_text(text)

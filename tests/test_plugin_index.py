@@ -47,7 +47,9 @@ def test_a_hanging_plugin_blocks_one_load_only(make_dist: MakeDist, fresh: None)
     assert [e.distribution for e in first.errors] == ["polyduct-hangs"]
     _forget(fake)
     second = load_for({"fake", "python"})  # importing it again would time out again
-    assert "fake" in second.kernel_backends and second.errors == []
+    assert "fake" in second.kernel_backends
+    # reported from the record, as the first load met it: not imported a second time
+    assert [e.distribution for e in second.errors] == ["polyduct-hangs"]
     assert hangs in sys.modules  # imported (and stuck) the first time only
 
 

@@ -129,9 +129,15 @@ def _window_input(ctx: LoweringContext, x: TensorValue, window: int) -> TensorVa
     """The pooled input, computed into memory first when it is more than a load: each output
     reads `window` input elements, and a lazy input would be recomputed for every one of them
     (ResNet's batch norm and ReLU nine times per max-pooled element, a sqrt and a divide each)."""
-    if isinstance(x, Lazy) and x.cost > 1 and window > 1:
+    if isinstance(x, Lazy) and x.cost > WINDOW_INLINE_COST and window > 1:
         return ctx.graph.realize(x)
     return x
+
+
+WINDOW_INLINE_COST = 3
+"""A pooled input of at most this many ops (`relu(x) - 1`) is recomputed per window cell,
+fused into the pooling kernel; a costlier one (a batch norm: a sqrt and a divide) is computed
+into memory first."""
 
 
 def _costly(value: Lazy, window: int) -> Lazy:

@@ -127,18 +127,13 @@ def _configs(xnumel, rnumel):
     return _dedup([first, (max(1, min(xp, budget // 256)), 256, 4)])
 
 
-# Launches on GPUs (Triton >= 3.4, which has `triton.knobs`): the first launch of a (config,
-# specialisation) compiles through the JIT's warmup, which launches nothing; every launch then
-# skips the JIT's per-call argument binding (tens of microseconds, most of a small kernel's cost),
-# through torch's precompiled CUDA launcher where torch has one, as Inductor does (Triton 3.6
-# builds a C launcher with gcc per kernel signature, 0.3 s the first time), else through the
-# compiled kernel's own launcher, which takes every bound argument, constexprs included.
+# Launches on GPUs (Triton >= 3.4, which has `triton.knobs`): a (config, specialisation) compiles
+# through the JIT's warmup; launches then skip the JIT's argument binding (most of a small kernel's
+# cost) through torch's precompiled CUDA launcher, as Inductor does, else the kernel's own one.
 DIRECT = not INTERPRET and hasattr(triton, "knobs")
 _COMPILED = {}
-# Launches whose config is final (no tuning pending), by (device, sizes), READY_MAX sizes at most:
-# (launch function, grid, constexprs). A launch of known sizes whose tensors are all 16-byte
-# aligned (Triton's other specialisation) calls it directly, skipping config choice and
-# specialisation: 1.2 us of Python instead of 3.8 (2-core CPU, row_sum's module, GPU mocked).
+# (device, sizes) -> (launch function, grid, constexprs) of launches whose config is final: one of
+# known sizes with 16-byte aligned tensors calls it directly (1.2 us of Python instead of 3.8).
 _READY, READY_MAX = {}, 4096
 # Set by the backend after import: (config, idx64, persistent, specialisation) -> the Future of
 # that compile in a worker process (polyduct_triton.precompile), awaited by its first launch.
@@ -146,9 +141,8 @@ PRECOMPILED = {}
 
 
 def _specialisation(args):
-    # What Triton specialises a compiled kernel on: 16-byte aligned pointers (a dtype stands for
-    # an aligned tensor, as in Triton's warmup); integers equal to 1, divisible by 16, or wider
-    # than 32 bits.
+    # What Triton specialises a kernel on: 16-byte aligned pointers (a dtype: an aligned tensor,
+    # as in Triton's warmup); integers equal to 1, divisible by 16, or wider than 32 bits.
     return tuple(
         a.data_ptr() % 16 == 0 if isinstance(a, torch.Tensor)
         else True if isinstance(a, torch.dtype)
@@ -202,8 +196,7 @@ def _static(compiled, device):
 
 
 def _triton_launch(compiled, why):
-    """`launch(grid0, stream, args)` through the compiled kernel's own launcher (`why`: the
-    reason torch's static launcher does not run it)."""
+    """`launch(grid0, stream, args)` through the kernel's own launcher (`why`: not torch's)."""
     hooks = triton.knobs.runtime
 
     def launch(grid0, stream, args):
@@ -212,7 +205,7 @@ def _triton_launch(compiled, why):
         compiled.run(grid0, 1, 1, stream, compiled.function, compiled.packed_metadata, meta,
                      enter, hooks.launch_exit_hook, *args)
 
-    launch.via = f"triton ({why})"
+    launch.via, launch.compiled = f"triton ({why})", compiled
     return launch
 
 
@@ -261,8 +254,7 @@ def _compile(key, job, device):
     compiled = warmup(*job)
     launch, why = _static(compiled, device)
     launch = launch or _triton_launch(compiled, why)
-    launch.compiled = compiled
-    launch.ahead = ahead  # True: a worker compiled it, this process loaded it from the cache
+    launch.compiled, launch.ahead = compiled, ahead  # ahead: a worker compiled it (cache hit)
     return launch
 
 
@@ -282,15 +274,10 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
         stream = driver.get_current_stream(device)
         try:
             launch(grid0, stream, (*args, *tail))
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # torch's static launcher refused it: Triton's runs it
             if getattr(launch, "via", "") != "torch":
                 raise
-            # torch's static launcher refused this launch (it is stricter than Triton's about
-            # some kernels): Triton's own launcher runs this (config, specialisation) from now on
-            compiled = launch.compiled
-            launch = _triton_launch(compiled, f"torch's launcher failed: {exc}")
-            launch.compiled = compiled
-            _COMPILED[device, key] = launch
+            launch = _COMPILED[device, key] = _triton_launch(launch.compiled, f"torch's: {exc}")
             launch(grid0, stream, (*args, *tail))
         return launch, grid0, tail
     if INTERPRET:
