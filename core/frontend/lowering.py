@@ -285,10 +285,10 @@ class GraphLowering:
             layout = Layout(layout.size, layout.stride, sympy.Integer(0), val.dtype, layout.device)
             self.graph.add_buffer("input", layout, name)
             return StorageView(name, layout)
-        if isinstance(val, (torch.SymInt, int)):
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             self.int_inputs[name] = sym_expr(val)
             return sym_expr(val)
-        self.int_inputs[name] = val
+        self.int_inputs[name] = val  # a value the program was specialised to (a bool, a float)
         return val
 
     def _output(self, value: Any, meta: Any) -> Any:
