@@ -284,7 +284,7 @@ def default_kernel_backend(gm: torch.fx.GraphModule, plugins: Any, requested: st
 
 
 def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
-    """Remove outputs that are not tensors or size symbols (None gradients, plain ints).
+    """Remove outputs that are not tensors or size expressions (None gradients, plain ints).
 
     The Wrapper IR returns only buffers and size symbols; these constants are put back in place
     around the built callable.
@@ -292,7 +292,8 @@ def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
     constants = {
         i: (int(out) if isinstance(out, sympy.Integer) else out)
         for i, out in enumerate(graph.outputs)
-        if not isinstance(out, StorageView) and not (isinstance(out, sympy.Expr) and out.is_Symbol)
+        if not isinstance(out, StorageView)
+        and not (isinstance(out, sympy.Expr) and out.is_integer and out.free_symbols)
     }
     graph.outputs = [out for i, out in enumerate(graph.outputs) if i not in constants]
     return constants

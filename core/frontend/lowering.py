@@ -295,7 +295,7 @@ class GraphLowering:
             layout = Layout(layout.size, layout.stride, sympy.Integer(0), val.dtype, layout.device)
             self.graph.add_buffer("input", layout, name)
             view = StorageView(name, layout)
-            if node in self.moved:
+            if node in self.moved and self.accelerator is not None:
                 return transfer(self.graph, view, self.accelerator)  # see _moved_scalars
             return view
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):

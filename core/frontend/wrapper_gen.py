@@ -170,6 +170,8 @@ def _outputs(graph: IRGraph) -> tuple[list[str], list[Line]]:
             names.append(name)
         elif isinstance(out, sympy.Expr) and out.is_Symbol:
             names.append(symbol_text(out))
+        elif isinstance(out, sympy.Expr) and out.is_integer and out.free_symbols:
+            names.append(out)
         else:
             raise LoweringError("output", str(i), f"graph output {out!r} is not supported")
     return names, lines
