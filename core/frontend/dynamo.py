@@ -54,7 +54,9 @@ def polyduct_backend(
             compiled = compile_graph(graph, inputs, opts, index, name)
             fn = compiled.fn
             if opts.cudagraphs:
-                fn = CudaGraphed(fn, f"{name} graph {index}")
+                used = sorted({src.backend for src in compiled.sources.values()})
+                settle = _settle([plugins.kernel_backend(b) for b in used])
+                fn = CudaGraphed(fn, f"{name} graph {index}", settle)
             return make_boxed_func(fn)
 
         return compiler
@@ -67,6 +69,16 @@ def polyduct_backend(
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)
+
+
+def _settle(backends: Sequence[Any]) -> Callable[[], None]:
+    """What CUDA graphs call before recording: each kernel backend's background work finished."""
+
+    def settle() -> None:
+        for backend in backends:
+            backend.settle()
+
+    return settle
 
 
 def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:

@@ -96,6 +96,9 @@ class TritonBackend(KernelBackend):
         precompile.submit(loaded, slice(1, None))
         return {src.name: m.launch for src, (m, _) in zip(sources, loaded, strict=True)}
 
+    def settle(self) -> None:
+        precompile.settle()
+
     def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
         """Each kernel's configs and compiled cubins, as the program's run here left its module
         (polyduct_triton.package)."""
