@@ -7,8 +7,9 @@ those configs it launched: the cubin and the launch metadata torch's static CUDA
 (kernel name, argument types, warps, shared memory). `load_packaged_kernels` imports each kernel
 module from its source (Triton is imported, nothing is compiled) and sets its `PACKAGED` to a
 `PackagedKernels`, which the module's runtime asks for configs and launch functions instead of
-tuning and compiling. Cubins are loaded through torch's static CUDA launcher: no compiler, and
-not Triton's driver, which is itself a C compile. Interpreted kernels (CPU tensors) package their
+tuning and compiling. Cubins are loaded and launched by torch's static CUDA launcher (its C
+functions: not the Python class, whose module imports Inductor and Dynamo): no compiler, and not
+Triton's driver, which is itself a C compile. Interpreted kernels (CPU tensors) package their
 configs only. A launch of a shape class or specialisation that did not run when the package was
 made is refused, naming the kernel.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib
 import json
 import os
 import tempfile
@@ -34,9 +34,6 @@ from polyduct.errors import PackageError, PackagingUnsupported
 from polyduct.kernel import KernelFn, KernelSource
 
 INDEX: Final = "kernels.json"
-# Members of torch's launcher description that belong to one process (handles, paths, the cubin
-# itself, which is packaged as its own file).
-_PROCESS_STATE: Final = ("function", "module", "cubin_path", "cubin_raw", "cubin", "C_impl")
 
 
 def package_kernels(modules: Sequence[tuple[KernelSource, ModuleType]]) -> dict[str, bytes]:
@@ -81,19 +78,17 @@ def _variant(kernel: str, key: Any, launch: Any, files: dict[str, bytes]) -> dic
     cubin = Path(launch.compiled._cubin_path).read_bytes()
     name = f"{kernel}/{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
     files[name] = cubin
-    state = {k: v for k, v in vars(described).items() if k not in _PROCESS_STATE}
-    try:
-        text = json.dumps(state, sort_keys=True)
-    except (TypeError, ValueError) as e:
-        raise PackagingUnsupported(
-            "triton", f"kernel {kernel!r}: torch's launcher description is not plain data ({e})"
-        ) from None
-    cls = type(described)
+    # what torch's launcher object passes to its C functions; Triton's scratch arguments (a
+    # kernel needing scratch memory is refused by torch's launcher) are passed as null pointers
+    scratch = ("has_global_scratch", "has_profile_scratch")
     return {
         "cubin": name,
-        "launcher": f"{cls.__module__}:{cls.__qualname__}",
-        "state": json.loads(text),
-        "runtime": list(launch.runtime),
+        "function": str(described.name),
+        "shared": int(described.shared),
+        "num_warps": int(described.num_warps),
+        "arg_tys": str(described.arg_tys),
+        "scratch": sum(bool(getattr(described, flag, False)) for flag in scratch),
+        "runtime": [int(i) for i in launch.runtime],
     }
 
 
@@ -177,29 +172,33 @@ class PackagedKernels:
                 "packaging: Triton specialises on 16-byte alignment and on sizes of 1 or a "
                 "multiple of 16)",
             )
-        kernel = _launcher(variant, self._cubins[repr(key)], device)
-        runtime, run = list(variant["runtime"]), kernel.run
+        c_launcher = _c_launcher()
+        function = _load(c_launcher, variant, self._cubins[repr(key)], device)
+        runtime, extra = list(variant["runtime"]), (None,) * int(variant["scratch"])
+        arg_tys = str(variant["arg_tys"]) + "O" * len(extra)
+        warps, shared, run = int(variant["num_warps"]), int(variant["shared"]), c_launcher._launch_kernel
 
         def launch(grid0: int, stream: int, args: Sequence[Any]) -> None:
-            run(grid0, 1, 1, stream, *[args[i] for i in runtime])
+            run(function, grid0, 1, 1, warps, shared, arg_tys, (*[args[i] for i in runtime], *extra),
+                stream)
 
         launch.via = "package"  # type: ignore[attr-defined]
         return launch
 
 
-def _launcher(variant: Mapping[str, Any], cubin: bytes, device: int) -> Any:
-    """Torch's static launcher of one packaged cubin, loaded into `device`."""
-    module_name, _, qualname = str(variant["launcher"]).partition(":")
-    cls = getattr(importlib.import_module(module_name), qualname)
-    kernel = cls.__new__(cls)
-    kernel.__dict__.update(variant["state"])
-    kernel.function = kernel.module = kernel.cubin_raw = None
+def _c_launcher() -> Any:
+    """torch's static CUDA launcher: `_load_kernel` and `_launch_kernel`, built into torch."""
+    return torch._C._StaticCudaLauncher
+
+
+def _load(c_launcher: Any, variant: Mapping[str, Any], cubin: bytes, device: int) -> Any:
+    """The handle of one packaged cubin's kernel, loaded into `device`."""
     fd, tmp = tempfile.mkstemp(suffix=".cubin")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(cubin)
-        kernel.cubin_path = tmp
-        kernel.load_kernel(device)
+        loaded = c_launcher._load_kernel(tmp, variant["function"], int(variant["shared"]), device)
     finally:
         os.unlink(tmp)
-    return kernel
+    # (module, function, registers, spills); older torch: (function, registers, spills)
+    return loaded[-3]

@@ -20,18 +20,29 @@ LAUNCHED: list[tuple[Any, ...]] = []
 
 
 class FakeLauncher:
-    """torch's static CUDA launcher as the runtime and the package use it."""
+    """torch's static CUDA launcher object, as the runtime makes and uses it."""
 
     def __init__(self, compiled: Any) -> None:
-        self.name, self.arg_tys, self.shared = "copy_kernel", "OOi", 0
-        self.cubin_path, self.function = compiled._cubin_path, None
+        self.name, self.arg_tys, self.shared, self.num_warps = "copy_kernel", "OOi", 64, 2
+        self.has_global_scratch = True  # Triton's scratch argument: a null pointer
 
     def load_kernel(self, device: int) -> None:
-        self.function = (device, Path(self.cubin_path).read_text())
-        self.cubin_path = None
+        pass
 
     def run(self, *args: Any) -> None:
-        LAUNCHED.append((self.function, self.name, self.arg_tys, args))
+        LAUNCHED.append(("packaging run", *args))
+
+
+class FakeCLauncher:
+    """torch's `_StaticCudaLauncher` C functions."""
+
+    @staticmethod
+    def _load_kernel(path: str, name: str, shared: int, device: int) -> tuple[Any, ...]:
+        return ("module", (device, name, shared, Path(path).read_text()), 30, 0)
+
+    @staticmethod
+    def _launch_kernel(function: Any, *args: Any) -> None:
+        LAUNCHED.append((function, *args))
 
 
 def _simulate_gpu(module: Any, monkeypatch: pytest.MonkeyPatch, cubin: Path) -> None:
@@ -68,15 +79,18 @@ def test_a_compiled_launch_is_packaged_and_launches_with_no_compile(
         (root / name).write_bytes(data)
     monkeypatch.setattr(package, "_check_target", lambda target: None)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(package, "_c_launcher", lambda: FakeCLauncher)
     launch = package.load_packaged_kernels([src], root)["packaged_copy"]
     loaded = launch.__globals__
     loaded["_stream"] = lambda device: 7
     loaded["warmup"] = _no_compile
+    assert [(x[:5], x[-1]) for x in LAUNCHED] == [(("packaging run", 1, 1, 1, 7), 7)]
     LAUNCHED.clear()
     launch(a[:7], o)
-    (function, name, arg_tys, args) = LAUNCHED[0]
-    assert (function, name, arg_tys) == ((0, "cubin bytes"), "copy_kernel", "OOi")
-    assert args[:4] == (1, 1, 1, 7) and args[4].data_ptr() == a.data_ptr() and args[6] == 7
+    function, *grid, warps, shared, arg_tys, args, stream = LAUNCHED[0]
+    assert function == (0, "copy_kernel", 64, "cubin bytes")
+    assert (grid, warps, shared, arg_tys, stream) == ([1, 1, 1], 2, 64, "OOiO", 7)
+    assert args[0].data_ptr() == a.data_ptr() and args[1:] == (o, 7, None)
     with pytest.raises(PackageError, match="no compiled code for launch"):
         launch(a[1:], o)  # misaligned: another specialisation
     with pytest.raises(PackageError, match=r"packaged_copy.*did not run when the package"):
