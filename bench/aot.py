@@ -117,24 +117,34 @@ def main(argv: list[str] | None = None) -> None:
         "torch": torch.__version__,
     }
     with tempfile.TemporaryDirectory(prefix="polyduct-aot-bench-") as tmp:
-        # cold compiles: both compilers' caches start empty
+        # cold compiles: both compilers' caches (and Triton's) start empty
         os.environ["POLYDUCT_CACHE_DIR"] = str(Path(tmp) / "polyduct-cache")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor-cache")
+        os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton-cache")
         inputs = Path(tmp) / "x.pt"
         torch.save(x, inputs)
         for kind in ("polyduct", "aotinductor"):
-            path = Path(tmp) / f"{kind}.pt2"
-            row: dict[str, Any] = {"package_s": _package(kind, ep, path)}
-            row["package_bytes"] = path.stat().st_size
-            runs = [_fresh_process(kind, path, inputs) for _ in range(args.repeats)]
-            for key in runs[0]:
-                row[key] = statistics.median(r[key] for r in runs)
-            got = torch.load(str(inputs) + f".{kind}.out")
-            row["max_abs_error"] = float((got - want).abs().max().detach())
-            report[kind] = row
-            print(kind, json.dumps(row))
-    if args.out is not None:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+            try:
+                report[kind] = _measure(kind, ep, Path(tmp) / f"{kind}.pt2", inputs, want, args)
+            except Exception as exc:  # noqa: BLE001 - one failing leaves the other's row
+                report[kind] = {"error": f"{type(exc).__name__}: {str(exc)[-2000:]}"}
+            print(kind, json.dumps(report[kind]), flush=True)
+            if args.out is not None:
+                args.out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def _measure(
+    kind: str, ep: Any, path: Path, inputs: Path, want: torch.Tensor, args: Any
+) -> dict[str, Any]:
+    """Package with `kind`, then load and call in `args.repeats` fresh processes."""
+    row: dict[str, Any] = {"package_s": _package(kind, ep, path)}
+    row["package_bytes"] = path.stat().st_size
+    runs = [_fresh_process(kind, path, inputs) for _ in range(args.repeats)]
+    for key in runs[0]:
+        row[key] = statistics.median(r[key] for r in runs)
+    got = torch.load(str(inputs) + f".{kind}.out")
+    row["max_abs_error"] = float((got - want).abs().max().detach())
+    return row
 
 
 if __name__ == "__main__":
