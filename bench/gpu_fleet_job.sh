@@ -5,13 +5,15 @@
 #   1. the CUDA tests: CUDA graphs (tests/test_cudagraphs.py), Triton AOT packages loaded in a
 #      fresh process with no compiler on PATH (tests/test_aot_triton.py), and one compiled Triton
 #      function called from 8 threads at once (tests/test_threads.py), in parallel;
-#   2. bench/reduce_overhead.py: per-call time at batch 1 (MLP, GPT-2 and Llama decoder steps) of
-#      eager, Inductor mode="reduce-overhead", polyduct, polyduct mode="reduce-overhead";
-#   3. bench/aot.py --device cuda: a Triton package's load and first-call time against
-#      torch._inductor.aoti_load_package.
+#   2. bench/aot.py --device cuda: a Triton package's load and first-call time against
+#      torch._inductor.aoti_load_package (aot_cuda.json);
+#   3. bench/reduce_overhead.py: per-call time at batch 1 (MLP, GPT-2 and Llama decoder steps) of
+#      eager, Inductor mode="reduce-overhead", polyduct, polyduct mode="reduce-overhead"
+#      (reduce_overhead.json, written after each model).
 # Every step runs under `timeout`, within a budget for the whole job (POLYDUCT_FLEET_BUDGET_S,
-# default 450 s); a failing step does not stop the others, and each step's exit status is printed
-# and written to $OUT/summary.txt. Logs, JUnit XML and JSON results are written to $OUT.
+# default 450 s: the job ends within 8 minutes); a failing step does not stop the others, and each
+# step's exit status is printed and written to $OUT/summary.txt. Logs, JUnit XML and JSON results
+# are written to $OUT.
 set -u -o pipefail
 OUT=${OUT:-out/gpu-fleet}
 BUDGET=${POLYDUCT_FLEET_BUDGET_S:-450}
@@ -59,14 +61,14 @@ pytest_step() {  # name, cap, pytest arguments...
     step "$name" "$cap" "$PY" -m pytest -q -rs -p no:cacheprovider \
         --junitxml="$OUT/$name.xml" "$@"
 }
-pytest_step test-cudagraphs 180 tests/test_cudagraphs.py &
-pytest_step test-aot-triton 180 tests/test_aot_triton.py &
-pytest_step test-threads-cuda 180 \
+pytest_step test-cudagraphs 150 tests/test_cudagraphs.py &
+pytest_step test-aot-triton 150 tests/test_aot_triton.py &
+pytest_step test-threads-cuda 150 \
     tests/test_threads.py::test_one_triton_function_from_many_threads_on_cuda &
 wait
 
-step bench-reduce-overhead 200 "$PY" -m bench.reduce_overhead \
-    --models mlp gpt2 llama --budget 3 --out "$OUT/reduce_overhead.json"
-step bench-aot-cuda 150 "$PY" -m bench.aot --device cuda --repeats 2 --out "$OUT/aot_cuda.json"
+step bench-aot-cuda 120 "$PY" -m bench.aot --device cuda --repeats 2 --out "$OUT/aot_cuda.json"
+step bench-reduce-overhead 240 "$PY" -m bench.reduce_overhead \
+    --models mlp gpt2 llama --budget 2 --out "$OUT/reduce_overhead.json"
 
 say "total: $(( $(date +%s) - START ))s"

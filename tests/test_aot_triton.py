@@ -86,16 +86,18 @@ def test_cubins_load_and_run_in_a_fresh_process_with_no_compiler(
     assert any(info["variants"] for k, info in index.items() if not k.startswith("$"))
     inputs = _inputs(1, "cuda")
     got = _run_fresh(cuda_package, inputs, tmp_path)
-    torch.testing.assert_close(got["outs"], _eager(inputs, 2, "cuda"), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got["outs"], _eager(inputs, 2, "cuda"), atol=1e-4, rtol=1e-4)
 
 
 @cuda
 def test_cubins_load_in_this_process_too(cuda_package: Path) -> None:
     prog = load_package(cuda_package)
+    torch.manual_seed(0)
+    net = Net().to("cuda")  # its buffer counts calls, as the package's does
     for seed in (2, 3):
         inputs = _inputs(seed, "cuda")
-        want = _eager(inputs, 1, "cuda")[0]
-        torch.testing.assert_close(prog(*inputs["args"], **inputs["kwargs"])["h"], want["h"])
+        got = prog(*inputs["args"], **inputs["kwargs"])
+        torch.testing.assert_close(got, net(*inputs["args"], **inputs["kwargs"]), atol=1e-4, rtol=1e-4)
 
 
 def _flip_cubin(name: str, data: bytes) -> bytes:
