@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, final
@@ -71,6 +72,10 @@ class CudaGraphed:
         self._seen: dict[_Key, int] = {}
         self._records: dict[_Key, int] = {}
         self._pool: Any = None  # one memory pool for all of this graph's recordings
+        self._stream: Any = None  # the side stream every recording is made on
+        # one call at a time records or replays: a replay fills the static inputs, launches, and
+        # copies the outputs out, and another thread's replay must not come in between
+        self._lock = threading.Lock()
         self._said = False
         # positions recorded in place, and the others (from the first call: AOTAutograd passes
         # parameters and buffers at the same positions every call)
@@ -79,6 +84,10 @@ class CudaGraphed:
         self.recorded = self.replays = self.plain = 0
 
     def __call__(self, *args: Any) -> list[Any]:
+        with self._lock:
+            return self._call(args)
+
+    def _call(self, args: Sequence[Any]) -> list[Any]:
         if self.fixed is None:
             self.fixed = [i for i, a in enumerate(args) if _is_static(a)]
             self.varying = [i for i in range(len(args)) if i not in self.fixed]
@@ -120,13 +129,8 @@ class CudaGraphed:
             self._fallback(key, "parameters or buffers move to other memory from call to call")
             return None
         inputs = [a if i in fixed else _static_copy(a) for i, a in enumerate(args)]
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        torch.cuda.synchronize()
         try:
-            with torch.cuda.graph(graph, pool=self._pool):
-                outputs = list(self.fn(*inputs))
+            graph, outputs = self._capture(inputs)
         except Exception as e:  # noqa: BLE001 - any failure to record means: run plainly
             self._fallback(key, f"recording failed ({type(e).__name__}: {e})")
             return None
@@ -141,6 +145,28 @@ class CudaGraphed:
         recorded = _Recorded(graph, inputs, copied, in_place, outputs, _plan(inputs, outputs))
         self._graphs[key] = recorded
         return recorded
+
+    def _capture(self, inputs: Sequence[Any]) -> tuple[torch.cuda.CUDAGraph, list[Any]]:
+        """`fn(*inputs)` recorded, and its outputs. As Inductor's CUDA graphs do,
+        one plain call runs on the side stream first: a stream's first use (cuBLAS workspaces,
+        ...) may not happen inside a recording."""
+        if self._pool is None:
+            self._pool, self._stream = torch.cuda.graph_pool_handle(), torch.cuda.Stream()
+        stream = self._stream
+        torch.cuda.synchronize()
+        stream.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(stream):
+                self.fn(*inputs)
+            stream.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(
+                graph, pool=self._pool, stream=stream, capture_error_mode="thread_local"
+            ):
+                outputs = list(self.fn(*inputs))
+            return graph, outputs
+        finally:
+            torch.cuda.current_stream().wait_stream(stream)
 
     def _fallback(self, key: _Key | None, why: str) -> None:
         if key is not None:
