@@ -58,16 +58,22 @@ class _Recorded:
 @final
 class CudaGraphed:
     """`fn` (a compiled graph's callable, inputs positional, outputs a list) with CUDA graphs;
-    `prepare()` runs before the last warm-up call of each input-size set.
+    `prepare()` runs before the last warm-up call of each input-size set; `static`: positions of
+    inputs that keep their memory from call to call (AOTAutograd's static inputs: parameters and
+    buffers), recorded in place as the inputs `_is_static` finds are.
 
     Counts for tests and reports: `recorded` (graphs recorded), `replays`, `plain` (plain calls,
     warm-ups and fallbacks included).
     """
 
     def __init__(
-        self, fn: Callable[..., Sequence[Any]], name: str, prepare: Callable[[], None] | None = None
+        self,
+        fn: Callable[..., Sequence[Any]],
+        name: str,
+        prepare: Callable[[], None] | None = None,
+        static: frozenset[int] = frozenset(),
     ) -> None:
-        self.fn, self.name, self.prepare = fn, name, prepare
+        self.fn, self.name, self.prepare, self.static = fn, name, prepare, static
         self._graphs: dict[_Key, _Recorded | None] = {}  # None: never recorded (unsafe)
         self._seen: dict[_Key, int] = {}
         self._records: dict[_Key, int] = {}
@@ -89,7 +95,11 @@ class CudaGraphed:
 
     def _call(self, args: Sequence[Any]) -> list[Any]:
         if self.fixed is None:
-            self.fixed = [i for i, a in enumerate(args) if _is_static(a)]
+            self.fixed = [
+                i
+                for i, a in enumerate(args)
+                if _is_static(a) or (i in self.static and isinstance(a, torch.Tensor))
+            ]
             self.varying = [i for i in range(len(args)) if i not in self.fixed]
         key = _key(args, self.varying)
         if key is None:
