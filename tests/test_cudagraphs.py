@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -220,3 +221,16 @@ def test_mutated_buffers_and_index_checks_match_eager_under_cuda_graphs(
     torch.testing.assert_close(model.total, eager.total)
     said = [r.message for r in caplog.records if r.name == "polyduct.cudagraphs"]
     assert not said, said  # recorded: the index check is a device-side assert while recording
+
+
+@cuda
+def test_tuning_is_finished_before_a_graph_records() -> None:
+    pytest.importorskip("polyduct_triton")
+    torch._dynamo.reset()
+    before = set(sys.modules)
+    compiled = torch.compile(_fn, backend="polyduct", mode="reduce-overhead")
+    x, y = (torch.randn(1024, 2048, device="cuda") for _ in range(2))  # large: Triton tunes
+    for _ in range(WARMUP + 2):
+        torch.testing.assert_close(compiled(x, y), _fn(x, y))
+    kernels = [sys.modules[n] for n in set(sys.modules) - before if "polyduct_triton_k_" in n]
+    assert kernels and not any(k._PENDING for k in kernels), "a graph recorded untuned launches"
