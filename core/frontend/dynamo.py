@@ -54,7 +54,10 @@ def polyduct_backend(
             compiled = compile_graph(graph, inputs, opts, index, name)
             fn = compiled.fn
             if opts.cudagraphs:
-                fn = CudaGraphed(fn, f"{name} graph {index}")
+                used = sorted({src.backend for src in compiled.sources.values()})
+                settle = _settle([plugins.kernel_backend(b) for b in used])
+                static = _static_inputs() if name != "backward" else frozenset()
+                fn = CudaGraphed(fn, f"{name} graph {index}", settle, static)
             return make_boxed_func(fn)
 
         return compiler
@@ -67,6 +70,24 @@ def polyduct_backend(
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)
+
+
+def _static_inputs() -> frozenset[int]:
+    """The positions of the graph being compiled that AOTAutograd marks static (parameters and
+    buffers), as Inductor's CUDA graphs read them; none outside a tracing context."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    return frozenset(getattr(meta, "static_input_indices", None) or ())
+
+
+def _settle(backends: Sequence[Any]) -> Callable[[], None]:
+    """What CUDA graphs call before recording: each kernel backend's background work finished."""
+
+    def settle() -> None:
+        for backend in backends:
+            backend.settle()
+
+    return settle
 
 
 def _decompositions(opts: FrontendOptions, plugins: Any) -> dict[Any, Any]:
