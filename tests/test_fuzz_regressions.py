@@ -128,6 +128,14 @@ def _variance_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (a0.std(), torch.var(a0, 0, correction=2), torch.var_mean(a0, -1)[0])
 
 
+def _overwritten_reduction(a0: torch.Tensor, a3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The sum is overwritten before anything reads it: its kernel stored nothing, and a Halide
+    # pipeline without outputs does not compile (kernel_plan.plan drops such a kernel).
+    v1 = a0.sum()
+    v1.fill_(float("-inf"))
+    return (torch.div(v1, a3),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -232,6 +240,11 @@ CASES: dict[str, Case] = {
             outputs=3, train=True, mode="dynamic",
         ),
         CPU_BACKENDS,
+    ),
+    "overwritten_reduction": (
+        _overwritten_reduction,
+        _program(InputSpec("a0", (3,), torch.float32), InputSpec("a3", (3, 3), torch.int64)),
+        ALL_BACKENDS,
     ),
 }
 
