@@ -136,6 +136,13 @@ def _overwritten_reduction(a0: torch.Tensor, a3: torch.Tensor) -> tuple[torch.Te
     return (torch.div(v1, a3),)
 
 
+def _empty_slice_past_the_end(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # An empty result whose index is a constant past the input's end: the reference kernel
+    # loaded (and bounds-checked) it though no element is computed (reference codegen).
+    v3 = a1.unflatten(0, (1, -1)).diagonal(2, 0, 1)
+    return (a0[2:-2].reshape(-1), v3.repeat_interleave(2, -1))
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -245,6 +252,15 @@ CASES: dict[str, Case] = {
         _overwritten_reduction,
         _program(InputSpec("a0", (3,), torch.float32), InputSpec("a3", (3, 3), torch.int64)),
         ALL_BACKENDS,
+    ),
+    "empty_slice_past_the_end": (
+        _empty_slice_past_the_end,
+        _program(
+            InputSpec("a0", (1, 1), torch.bfloat16, layout="strided"),
+            InputSpec("a1", (2,), torch.bool),
+            outputs=2,
+        ),
+        CPU_BACKENDS,
     ),
 }
 
