@@ -149,6 +149,19 @@ def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.nn.functional.silu(a0).clamp(max=0), torch.nn.functional.silu(a0))
 
 
+def _saved_overlapping_view(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward saves `v3`, windows of `v2` that share memory: the forward returned a
+    # row-major copy, and the backward's stride assert refused it (output_views).
+    v2 = torch.where(a2 > 0, a2, a2 * 2)
+    return (torch.sinh(v2.unfold(0, 6, 2)),)
+
+
+def _saved_sort_of_transposed(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward saves the sorted values, which eager lays out as its transposed input:
+    # the forward returned them row-major (output_views.eager_strided).
+    return (torch.var(torch.msort(a2), 1, correction=1),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -272,6 +285,19 @@ CASES: dict[str, Case] = {
         _float64_silu,
         _program(InputSpec("a0", (2, 8), torch.float64), outputs=2),
         ALL_BACKENDS,
+    ),
+    "saved_overlapping_view": (
+        _saved_overlapping_view,
+        _program(InputSpec("a2", (8, 16, 1), torch.float32, grad=True), train=True),
+        CPU_BACKENDS,
+    ),
+    "saved_sort_of_transposed": (
+        _saved_sort_of_transposed,
+        _program(
+            InputSpec("a2", (17, 1, 17), torch.float32, layout="transposed", grad=True),
+            train=True,
+        ),
+        CPU_BACKENDS,
     ),
 }
 
