@@ -272,7 +272,8 @@ def _std(
 def _any(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
     """any(x) as bool, cast to the result dtype (uint8 for a uint8 input, as eager)."""
     (anyb,) = reduce_into(ctx, x, dims, keepdim, "any", torch.bool, torch.bool, [torch.bool])
-    return _as_dtype(anyb, ctx.out_dtype(), invert=False)
+    out = ctx.out_dtype()
+    return anyb if out == torch.bool else _as_dtype(anyb, out, invert=False)
 
 
 def _all(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
