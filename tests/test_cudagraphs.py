@@ -46,7 +46,7 @@ def _graphed(device: str, *shapes: tuple[int, ...]) -> tuple[CudaGraphed, Any]:
     from polyduct.frontend.options import FrontendOptions
 
     args = [torch.randn(s, device=device) for s in shapes]
-    gm = torch.fx.experimental.proxy_tensor.make_fx(_fn)(*args)
+    gm = torch.fx.experimental.proxy_tensor.make_fx(lambda *a: (_fn(*a),))(*args)  # AOT's form
     compiled = compile_graph(gm, args, FrontendOptions())
     return CudaGraphed(compiled.fn, "test graph"), compiled
 
