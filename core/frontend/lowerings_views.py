@@ -11,7 +11,7 @@ import torch
 import torch.fx
 
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops
+from polyduct.frontend.values import Ops, unbroadcast
 from polyduct.indexing import contiguous_strides, linear_index, unflatten
 from polyduct.ir import Expr, Layout, Lazy, StorageView, TensorValue
 
@@ -137,6 +137,7 @@ def t(ctx: LoweringContext, x: TensorValue) -> TensorValue:
 
 def expand(ctx: LoweringContext, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
     size = ctx.out_size()
+    x = unbroadcast(ctx, x, size)
     lead = len(size) - len(x.size)
 
     def reindex(idx: Sequence[Expr]) -> list[Expr]:

@@ -103,9 +103,27 @@ def promoted(*values: Any, kind: str = "DEFAULT") -> torch.dtype:
     return compute
 
 
+BROADCAST_REALIZE_COST = 4
+"""A lazy value of at least this many ops that is broadcast into a larger result is computed into
+memory first: inlined, it would be recomputed for every broadcast copy (Llama's rotary cos and sin
+of a (sequence, dim) table, once per batch and head, were a fifth of its generated code's time)."""
+
+
+def unbroadcast(ctx: Any, value: Any, out: Sequence[Expr]) -> Any:
+    """`value` in memory if it is a costly lazy value broadcast to `out`, else `value`."""
+    if not (isinstance(value, Lazy) and value.cost >= BROADCAST_REALIZE_COST):
+        return value
+    lead = len(out) - len(value.size)
+    widened = any(o != 1 for o in out[:lead]) or any(
+        s == 1 and o != 1 for s, o in zip(value.size, out[lead:], strict=True)
+    )
+    return ctx.graph.realize(value) if widened else value
+
+
 def map_values(ctx: Any, args: Sequence[Any], dtype: torch.dtype, fn: Callable[..., Any]) -> Lazy:
     """Pointwise: `fn(ops, *operands)` over `args` broadcast to the node's output size."""
     out = ctx.out_size()
+    args = [unbroadcast(ctx, a, out) for a in args]
     loaders = [operand(a, out, dtype) for a in args]
 
     def load(ops: Ops, idx: Sequence[Expr]) -> Any:

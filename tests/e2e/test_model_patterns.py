@@ -260,3 +260,26 @@ def test_interpolation_scale_of_sizes_under_dynamic_shapes(
         a = torch.randn(2, 3, n, n, device=device)
         b = torch.randn(2, 3, n // 2, n // 2, device=device)
         assert_same(compiled(a, b), fn(a, b), atol=1e-5)
+
+
+def test_costly_value_broadcast_over_heads_is_computed_once(
+    backends: tuple[str, str], device: str
+) -> None:
+    """Llama's rotary embedding: cos and sin of a (sequence, dim) table, broadcast over batch
+    and heads when applied to the queries and keys. The table is computed once, not per head."""
+
+    def fn(q: torch.Tensor, k: torch.Tensor, inv_freq: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        pos = torch.arange(q.shape[2], device=q.device, dtype=torch.float32)
+        freqs = torch.cat([pos[:, None] * inv_freq, pos[:, None] * inv_freq], -1)
+        cos, sin = freqs.cos(), freqs.sin()
+        return q * cos + q.flip(-1) * sin, k * cos + k.flip(-1) * sin
+
+    q, k = torch.randn(2, 4, 16, 8, device=device), torch.randn(2, 4, 16, 8, device=device)
+    inv_freq = torch.rand(4, device=device)
+    graphs = check(fn, backends, q, k, inv_freq)
+    cosines = 0
+    for spec in (s for g in graphs for s in g.specs):
+        counter = OpCounter()
+        trace_stages(spec, counter)
+        cosines += counter.counts.get("cos", 0)
+    assert cosines == 1, f"cos is traced {cosines} times"
