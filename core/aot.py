@@ -76,7 +76,7 @@ def _package_kernels(
         by_backend.setdefault(src.backend, []).append(src)
     used: dict[str, dict[str, Any]] = {}
     for name, group in sorted(by_backend.items()):
-        # kernel_options belong to the program's kernel backend (compile.py's `backend_opts`)
+        # kernel_options belong to the program's kernel backend (pipeline.Compilation.kernel_options)
         chosen = name == opts.kernels or (opts.kernels == "auto" and len(by_backend) == 1)
         backend_opts = dict(opts.kernel_options) if chosen else {}
         files = plugins.kernel_backend(name, backend_opts).package(group)

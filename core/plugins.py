@@ -10,7 +10,7 @@ raises in a hook or returns a refused item (an incomplete kernel backend, say) i
 
 A name (kernel backend, wrapper backend, lowering, override set) that two distributions register
 is refused for both, each recorded with a message naming them all, unless the user chose one:
-`PluginOptions(choose=(("cpp", "polyduct-cpp"),))`, `POLYDUCT_CHOOSE=cpp=polyduct-cpp`. Entry-point
+`PluginOptions(choose=(("fast", "acme-fast"),))`, `POLYDUCT_CHOOSE=fast=acme-fast`. Entry-point
 names play no part: an entry point is registered with pluggy under its distribution's name too, and
 only what its hooks return names a backend.
 
@@ -19,7 +19,6 @@ This module holds the only untyped `pm.hook` use in polyduct; everything else se
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from polyduct import hookspecs
+from polyduct.environment import flag, snapshot
 from polyduct.errors import CodegenError, DuplicateName, PluginLoadError
 from polyduct.hookspecs import (
     KernelBackendSpec,
@@ -67,8 +67,8 @@ class PluginOptions:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginOptions:
-        env = os.environ if environ is None else environ
-        strict = env.get(STRICT_ENV, "").strip() not in ("", "0", "false", "no")
+        env = snapshot(environ)
+        strict = flag(env, STRICT_ENV)
         names = [n.strip() for n in env.get(ONLY_ENV, "").split(",") if n.strip()]
         picks = [p.strip().split("=", 1) for p in env.get(CHOOSE_ENV, "").split(",") if "=" in p]
         return cls(

@@ -195,8 +195,8 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
     assert launched == [(5, 1, 1, 77, "a", "o", 7)]
     module._torch_launcher_class = lambda: Refuses
     assert module._static(compiled, 0) == (None, "NotImplementedError: scratch memory")
-    monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
-    assert module._static(compiled, 0) == (None, "POLYDUCT_TRITON_LAUNCHER=triton")
+    monkeypatch.setattr(module, "LAUNCHER", "triton")
+    assert module._static(compiled, 0) == (None, "launcher='triton'")
     assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
 
 
