@@ -214,3 +214,16 @@ def test_a_pass_is_dumped_and_timed_by_name(caplog: pytest.LogCaptureFixture) ->
         compilation.compile_graph(gm)
     assert "inference graph 0 after schedule:\nkernel0: pointwise over (3,)" in caplog.text
     assert re.search(r"passes " + ", ".join(rf"{n} [\d.]+ ms" for n in PASS_NAMES), caplog.text)
+
+
+def test_a_backend_takes_the_variables_it_declares_from_the_entry(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gm = torch.fx.experimental.proxy_tensor.make_fx(_relu)(torch.randn(3))
+    env = {"POLYDUCT_DUMP": "1", "POLYDUCT_KERNELS": "reference"}  # the python wrapper's `dump`
+    Compilation.create({}, env).compile_graph(gm)
+    assert "python wrapper module at" in capsys.readouterr().err
+    Compilation.create({"wrapper_options": {"dump": False}}, env).compile_graph(gm)
+    assert "python wrapper module at" not in capsys.readouterr().err  # the option wins
+    Compilation.create({}, {"POLYDUCT_KERNELS": "reference"}).compile_graph(gm)
+    assert "python wrapper module at" not in capsys.readouterr().err
