@@ -147,12 +147,12 @@ def test_a_kernels_first_config_is_queued_before_this_process_imports_it(
     under its first launch's key; dynamic and interpreted kernels queue nothing ahead."""
     queued: list[tuple[str, bool]] = []
 
-    def ahead(path: Path, name: str) -> Future[str | None]:
+    def ahead(path: Path, name: str, workers: int | None = None) -> Future[str | None]:
         queued.append((name, name in sys.modules))
         return Future()
 
     monkeypatch.setattr(precompile, "ahead", ahead)
-    monkeypatch.setattr(precompile, "submit", lambda modules, ranks: 0)
+    monkeypatch.setattr(precompile, "submit", lambda modules, ranks, workers: 0)
     n = sympy.Symbol("s0", integer=True, positive=True)
 
     def body(ops: Any, x: Any, r: Any) -> None:
@@ -203,7 +203,7 @@ def test_settle_waits_for_every_job_submitted(
             return self.futures[-1]
 
     pool = Pool()
-    monkeypatch.setattr(precompile, "pool", lambda: pool)
+    monkeypatch.setattr(precompile, "pool", lambda workers=None: pool)
     monkeypatch.setattr(precompile, "_SUBMITTED", [])
     module = _module(tmp_path, specs()[2])  # two candidates
     module.jobs = lambda: [(("cfg", i), ("args",)) for i in range(2)]
