@@ -30,6 +30,19 @@ def kernel_contents(spec: KernelSpec) -> tuple[set[str], set[str]]:
     return trace_stages(spec, counter), set(counter.counts)
 
 
+@dataclass(frozen=True, slots=True)
+class StandIn:
+    """Kernel `kernel` runs on `stand_in`: its backend declares `ops` unsupported."""
+
+    kernel: str
+    backend: str
+    ops: tuple[str, ...]
+    stand_in: str
+
+    def record(self, report: FallbackReport) -> None:
+        report.add_kernel(self.kernel, self.backend, list(self.ops), self.stand_in)
+
+
 @dataclass(frozen=True)
 class KernelChoice:
     """The kernel backends of one compilation: `requested` is the `kernels` option."""
@@ -69,20 +82,21 @@ class KernelChoice:
             )
         return found[0]
 
-    def supporting(self, spec: KernelSpec, name: str, report: FallbackReport) -> str:
+    def supporting(
+        self, spec: KernelSpec, name: str, uses: set[str] | None = None
+    ) -> tuple[str, StandIn | None]:
         """`name`, or when that backend declares an op of `spec` unsupported, another installed
-        backend for the kernel's device that supports them all, recorded in `report`. A backend
-        can so be built one op at a time."""
+        backend for the kernel's device that supports them all, and why (a backend can so be
+        built one op at a time). `uses`: the op-set ops `spec` calls, when already traced."""
         declared = self.plugins.kernel_backends.get(name).backend_cls.caps.unsupported
         if not declared:
-            return name
-        uses = kernel_contents(spec)[1]
+            return name, None
+        uses = kernel_contents(spec)[1] if uses is None else uses
         needed = sorted(uses & set(declared))
         if not needed:
-            return name
+            return name, None
         for other in [*self.defaults(spec.device), *self.plugins.kernel_backends.names()]:
             caps = self.plugins.kernel_backends.get(other).backend_cls.caps
             if spec.device in caps.devices and not uses & set(caps.unsupported):
-                report.add_kernel(spec.name, name, needed, other)
-                return other
+                return other, StandIn(spec.name, name, tuple(needed), other)
         raise UnsupportedOp(needed[0], name, f"no installed backend supports {needed}", spec.name)

@@ -38,7 +38,7 @@ from polyduct.frontend.scheduler import Item, KernelPlan, schedule
 from polyduct.frontend.wrapper_gen import build_program
 from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
-from polyduct.kernel_choice import AUTO, KernelChoice, kernel_contents
+from polyduct.kernel_choice import AUTO, KernelChoice, StandIn, kernel_contents
 from polyduct.logs import log_output_code
 from polyduct.memory_plan import plan_memory
 from polyduct.overrides import Resolver, Scope, kept_whole, matches, resolve, scope_from_set
@@ -161,6 +161,7 @@ class GraphProgram:
     planned: Planned | None = None
     specs: tuple[KernelSpec, ...] = ()
     sources: Mapping[str, KernelSource] = field(default_factory=dict)
+    stand_ins: tuple[StandIn, ...] = ()  # kernels run on another backend than the graph's
     program: WrapperProgram | None = None
     built: Built | None = None
 
@@ -216,7 +217,7 @@ def schedule_kernels(c: Compilation, prog: GraphProgram) -> GraphProgram:
 def codegen(c: Compilation, prog: GraphProgram) -> GraphProgram:
     """Each kernel's source, from the backend a scoped override picks for it (or the graph's)."""
     assert prog.resolver is not None and prog.lowered is not None
-    sources = _codegen(c, prog, prog.resolver, prog.lowered.lowering.report)
+    sources, stand_ins = _codegen(c, prog, prog.resolver)
     LOG.info(
         "%s: %d kernels (%s); wrapper %s",
         prog.title,
@@ -224,7 +225,7 @@ def codegen(c: Compilation, prog: GraphProgram) -> GraphProgram:
         _by_backend(sources),
         prog.wrapper,
     )
-    return dataclasses.replace(prog, sources=sources)
+    return dataclasses.replace(prog, sources=sources, stand_ins=stand_ins)
 
 
 def wrapper_ir(c: Compilation, prog: GraphProgram) -> GraphProgram:
@@ -275,19 +276,24 @@ PASS_NAMES: Final = tuple(name for name, _ in PASSES)
 
 
 def _codegen(
-    c: Compilation, prog: GraphProgram, resolver: Resolver, report: FallbackReport
-) -> dict[str, KernelSource]:
+    c: Compilation, prog: GraphProgram, resolver: Resolver
+) -> tuple[dict[str, KernelSource], tuple[StandIn, ...]]:
     instances: dict[str, KernelBackend] = {}
     sources: dict[str, KernelSource] = {}
+    stand_ins: list[StandIn] = []
     for spec in prog.specs:
         if spec.name in sources:  # a structurally identical kernel (kernel_plan): same source
             continue
-        name = resolver.kernel_backend(*kernel_contents(spec)) if resolver.chain else None
-        name = c.choice.supporting(spec, name or prog.kernels, report)
+        name, uses = None, None
+        if resolver.chain:  # traced once, for the overrides and the stand-in check
+            origins, uses = kernel_contents(spec)
+            name = resolver.kernel_backend(origins, uses)
+        name, stand_in = c.choice.supporting(spec, name or prog.kernels, uses)
+        stand_ins += [stand_in] if stand_in is not None else []
         if name not in instances:
             instances[name] = c.plugins.kernel_backend(name, c.kernel_options(name, prog))
         sources[spec.name] = instances[name].codegen(spec)
-    return sources
+    return sources, tuple(stand_ins)
 
 
 def _dump(pass_name: str, prog: GraphProgram) -> str:
@@ -350,11 +356,15 @@ def _compiled(prog: GraphProgram) -> CompiledGraph:
     lowered, built = prog.lowered, prog.built
     fn = _with_constants(built.fn, dict(lowered.constants), lowered.output_count)
     attrs = tuple(lowered.lowering.attrs.values())
+    found = lowered.lowering.report  # lowering's report, plus the codegen pass's stand-ins
+    report = FallbackReport(list(found.entries), list(found.kernels))
+    for stand_in in prog.stand_ins:
+        stand_in.record(report)
     compiled = CompiledGraph(
         prog.specs,
         dict(prog.sources),
         prog.program,
-        lowered.lowering.report,
+        report,
         _with_attrs(fn, attrs),
         built.source,
         prog.name,
@@ -367,7 +377,7 @@ def _compiled(prog: GraphProgram) -> CompiledGraph:
         "%s: %d kernels; extern calls:\n%s",
         prog.title,
         compiled.kernel_count,
-        lowered.lowering.report,
+        report,
     )
     log_output_code(prog.title, built.source, built.path, prog.sources.values())
     return compiled
