@@ -213,7 +213,19 @@ def test_a_pass_is_dumped_and_timed_by_name(caplog: pytest.LogCaptureFixture) ->
     with caplog.at_level(logging.INFO, logger="polyduct"):
         compilation.compile_graph(gm)
     assert "inference graph 0 after schedule:\nkernel0: pointwise over (3,)" in caplog.text
+    assert "after lower" not in caplog.text
     assert re.search(r"passes " + ", ".join(rf"{n} [\d.]+ ms" for n in PASS_NAMES), caplog.text)
+
+
+def test_every_pass_can_be_dumped(caplog: pytest.LogCaptureFixture) -> None:
+    env = {"POLYDUCT_DUMP_AFTER": ",".join(PASS_NAMES), "POLYDUCT_KERNELS": "reference"}
+    gm = torch.fx.experimental.proxy_tensor.make_fx(_relu)(torch.randn(3))
+    with caplog.at_level(logging.INFO, logger="polyduct"):
+        Compilation.create({}, env).compile_graph(gm)
+    dumps = re.findall(r"inference graph 0 after (\w+):\n(.+)", caplog.text)
+    assert [name for name, _ in dumps] == list(PASS_NAMES)
+    assert dict(dumps)["choose_backends"] == "kernels reference, wrapper python"
+    assert "def call(" in caplog.text  # the build pass: the Python wrapper's module
 
 
 def test_a_backend_takes_the_variables_it_declares_from_the_entry(
