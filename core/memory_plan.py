@@ -92,7 +92,9 @@ def names_used(line: Line) -> set[str]:
         case MultiOutput(source=source):
             return {source}
         case GraphOutputs(names=names):
-            return set(names)
+            return {n for n in names if isinstance(n, str)} | _expr_names(
+                tuple(n for n in names if not isinstance(n, str))
+            )
         case _:
             assert_never(line)
 

@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -202,16 +202,21 @@ def lower(c: Compilation, prog: GraphProgram) -> GraphProgram:
 def schedule_kernels(c: Compilation, prog: GraphProgram) -> GraphProgram:
     """IR -> fusion groups and their kernel specs, never fusing across an override barrier."""
     assert prog.lowered is not None
-    graph, barriers = prog.lowered.graph, prog.lowered.lowering.barriers
+    graph = prog.lowered.graph
+    planned = plan(graph, schedule_segments(graph, prog.lowered.lowering.barriers))
+    specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
+    return dataclasses.replace(prog, planned=planned, specs=specs)
+
+
+def schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> list[Item]:
+    """Schedule `graph`, never fusing across a barrier (an op overridden with `fuse=False`)."""
     cuts = sorted({0, len(graph.nodes), *(i for span in barriers for i in span)})
     items: list[Item] = []
     for lo, hi in itertools.pairwise(cuts):
         part = copy.copy(graph)
         part.nodes = graph.nodes[lo:hi]
         items += schedule(part)
-    planned = plan(graph, items)
-    specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
-    return dataclasses.replace(prog, planned=planned, specs=specs)
+    return items
 
 
 def codegen(c: Compilation, prog: GraphProgram) -> GraphProgram:
@@ -384,7 +389,7 @@ def _compiled(prog: GraphProgram) -> CompiledGraph:
 
 
 def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
-    """Remove outputs that are not tensors or size symbols (None gradients, plain ints).
+    """Remove outputs that are not tensors or size expressions (None gradients, plain ints).
 
     The Wrapper IR returns only buffers and size symbols; these constants are put back in place
     around the built callable.
@@ -392,7 +397,8 @@ def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
     constants = {
         i: (int(out) if isinstance(out, sympy.Integer) else out)
         for i, out in enumerate(graph.outputs)
-        if not isinstance(out, StorageView) and not (isinstance(out, sympy.Expr) and out.is_Symbol)
+        if not isinstance(out, StorageView)
+        and not (isinstance(out, sympy.Expr) and out.is_integer and out.free_symbols)
     }
     graph.outputs = [out for i, out in enumerate(graph.outputs) if i not in constants]
     return constants

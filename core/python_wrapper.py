@@ -247,7 +247,8 @@ class _Renderer:
             case Comment(text=text):
                 return [f"# {string_literal(text)[1:-1]}"]
             case GraphOutputs(names=names):
-                return [f"return [{', '.join(self.names(n) for n in names)}]"]
+                outs = (self.names(n) if isinstance(n, str) else self.expr(n) for n in names)
+                return [f"return [{', '.join(outs)}]"]
             case _:
                 assert_never(line)
 

@@ -160,9 +160,10 @@ class Comment:
 
 @dataclass(frozen=True, slots=True)
 class GraphOutputs:
-    """Return these names (buffers or size symbols), in order."""
+    """Return these, in order: names (buffers or size symbols) or integer size expressions over
+    the symbols (a size backward needs, such as `s0*s1`)."""
 
-    names: tuple[str, ...]
+    names: tuple[str | sympy.Expr, ...]
 
 
 Line: TypeAlias = (

@@ -45,9 +45,16 @@ def compile_exported(
     ]
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
     in_spec, out_spec = exported.call_spec.in_spec, exported.call_spec.out_spec
+    specialised = _specialised_inputs(ep, user_names)
 
     def run(*args: Any, **kwargs: Any) -> Any:
         user_inputs = _flat_inputs(in_spec, args, kwargs)
+        for pos, want in specialised.items():
+            if user_inputs[pos] != want:
+                raise ValueError(
+                    f"user input {pos} ({user_names[pos]!r}) was {want!r} when exported, and the "
+                    f"program is specialised to it; got {user_inputs[pos]!r}"
+                )
         it = iter(user_inputs)
         outs = compiled(*[next(it) if v is None else v for v in lifted])
         for i, target in mutated:
@@ -61,6 +68,18 @@ def compile_exported(
 
     run.compiled = compiled  # type: ignore[attr-defined]
     return run
+
+
+def _specialised_inputs(ep: torch.export.ExportedProgram, user_names: list[str]) -> dict[int, Any]:
+    """Positions and values of the user inputs that were plain Python values when exported (a
+    flag such as `interpolate_pos_encoding=True`): the graph does not read them."""
+    vals = {n.name: n.meta.get("val") for n in ep.graph_module.graph.find_nodes(op="placeholder")}
+    symbolic = (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)
+    return {
+        pos: vals[name]
+        for pos, name in enumerate(user_names)
+        if name in vals and not isinstance(vals[name], symbolic)
+    }
 
 
 def _flat_inputs(in_spec: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:

@@ -122,6 +122,23 @@ def _restride(graph: IRGraph, value: StorageView) -> StorageView:
     return StorageView(fixed, layout)
 
 
+def transfer(graph: IRGraph, view: StorageView, device: torch.device) -> StorageView:
+    """`view` copied to `device` by a library call (`aten._to_copy`), as a fresh buffer."""
+    lay = view.layout
+    views: list[tuple[str, StorageView]] = []
+    arg = Ref(_materialise(graph, view, views))
+    out = graph.add_buffer(
+        "extern", Layout(lay.size, lay.stride, sympy.Integer(0), lay.dtype, device.type)
+    )
+    graph.nodes.append(
+        ExternNode(
+            graph.new_name("node"), "_to_copy", (arg,), (("device", device),), out, (out,),
+            False, tuple(views),
+        )
+    )
+    return StorageView(out, graph.buffers[out].layout)
+
+
 def restrided(layout: Layout) -> bool:
     """Whether an extern result of this (promised) layout is copied into it afterwards: the
     library's own result may have other strides, so only the copy is held to the layout.

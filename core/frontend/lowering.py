@@ -22,7 +22,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.externs import extern_call
+from polyduct.frontend.externs import extern_call, transfer
 from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
@@ -80,6 +80,8 @@ class LoweringContext:
     seeds: list[str]
     report: FallbackReport = field(default_factory=FallbackReport)
     sort_limits: Mapping[str, int] = field(default_factory=dict)  # the kernel backend's caps
+    # where this node's CPU scalar result is computed, when not on the CPU (see `_moved_scalars`)
+    scalar_device: torch.device | None = None
 
     @property
     def meta(self) -> Any:
@@ -98,7 +100,11 @@ class LoweringContext:
         val = self.meta
         while isinstance(val, (tuple, list)):
             val = val[0]
-        return val.device.type if isinstance(val, torch.Tensor) else "cpu"
+        if not isinstance(val, torch.Tensor):
+            return "cpu"
+        if val.dim() == 0 and val.device.type == "cpu" and self.scalar_device is not None:
+            return self.scalar_device.type
+        return val.device.type
 
     def extern(self, op: str, args: Any, why: str) -> Any:
         """A library call of aten `op` for part of this node (the node's result metadata),
@@ -169,9 +175,13 @@ class GraphLowering:
         self.env: dict[torch.fx.Node, Any] = {}
         self.input_names: list[str] = []
         self.attrs: dict[str, torch.Tensor] = {}  # tensor constants, passed as trailing inputs
+        self.accelerator: torch.device | None = None
+        self.moved: set[torch.fx.Node] = set()
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
         self.module = gm
+        self.accelerator = _accelerator(gm)
+        self.moved = _moved_scalars(gm, self.accelerator)
         shared = _shared_alias_bases(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
@@ -225,7 +235,7 @@ class GraphLowering:
             raise LoweringError("get_attr", node.name, f"constant {type(value).__name__}")
         device = None
         if value.dim() == 0 and value.device.type == "cpu":
-            device = _accelerator(self.module)
+            device = self.accelerator
         if device is not None:
             # a CPU scalar (`x[0] = 7.0` on a CUDA x) acts as a scalar in eager: the kernels
             # reading it run on the graph's device, so it is bound there once, at compile time
@@ -284,19 +294,25 @@ class GraphLowering:
             layout = meta_layout(val)
             layout = Layout(layout.size, layout.stride, sympy.Integer(0), val.dtype, layout.device)
             self.graph.add_buffer("input", layout, name)
-            return StorageView(name, layout)
-        if isinstance(val, (torch.SymInt, int)):
+            view = StorageView(name, layout)
+            if node in self.moved and self.accelerator is not None:
+                return transfer(self.graph, view, self.accelerator)  # see _moved_scalars
+            return view
+        if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             self.int_inputs[name] = sym_expr(val)
             return sym_expr(val)
-        self.int_inputs[name] = val
+        self.int_inputs[name] = val  # a value the program was specialised to (a bool, a float)
         return val
 
     def _output(self, value: Any, meta: Any) -> Any:
         """A graph output in memory with eager's strides (gaps and stride-0 dims included):
         backward graphs assert the strides their saved tensors were traced with."""
-        if not isinstance(value, Lazy):
+        if not isinstance(value, (Lazy, StorageView)):
             return value
-        return realize_like_eager(self.graph, value, meta)
+        stored = realize_like_eager(self.graph, value, meta)
+        if isinstance(meta, torch.Tensor) and meta.device.type != stored.layout.device:
+            return transfer(self.graph, stored, meta.device)  # see _moved_scalars
+        return stored
 
     def _args(self, tree: Any) -> Any:
         return torch.fx.node.map_arg(tree, self.env.__getitem__)
@@ -326,7 +342,10 @@ class GraphLowering:
         elif (odd := _library_only_dtype(node)) is not None:
             self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
-            ctx = LoweringContext(self.graph, node, self.seeds, self.report, self.sort_limits)
+            ctx = LoweringContext(
+                self.graph, node, self.seeds, self.report, self.sort_limits,
+                self.accelerator if node in self.moved else None,
+            )
             try:
                 return fn(ctx, *args, **kwargs)
             except Fallback as why:
@@ -478,6 +497,34 @@ def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
         if isinstance(val, torch.Tensor) and val.device.type != "cpu":
             return val.device
     return None
+
+
+def _moved_scalars(gm: torch.fx.GraphModule, accelerator: torch.device | None) -> set[Any]:
+    """Nodes of an accelerator graph whose CPU scalar (0-d) results are computed on the
+    accelerator: eager reads a CPU scalar tensor as a scalar in accelerator ops (a float module
+    attribute arrives as one under dynamic shapes), where a kernel cannot load CPU memory. Scalar
+    inputs are copied over once per call; what is computed from them and other moved scalars
+    only stays there; an explicit transfer (`.cpu()`) and what reads it stay on the CPU. A moved
+    value that is a graph output is copied back."""
+    moved: set[Any] = set()
+    if accelerator is None:
+        return moved
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu"):
+            continue
+        inputs = [n for n in node.all_input_nodes if _on_cpu(n)]
+        explicit = node.kwargs.get("device") is not None and node.all_input_nodes
+        if node.op in ("placeholder", "get_attr") or (
+            not explicit and all(n in moved for n in inputs)
+        ):
+            moved.add(node)
+    return moved
+
+
+def _on_cpu(node: torch.fx.Node) -> bool:
+    val = node.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.device.type == "cpu"
 
 
 def _convert(tree: Any) -> Any:

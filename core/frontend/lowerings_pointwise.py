@@ -271,11 +271,32 @@ def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
 
 
 def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
-    if not is_tensor(b) and b == 2:
-        return map_values(ctx, (a,), ctx.out_dtype(), _op("square"))
-    if not is_tensor(b) and b == 0.5 and ctx.out_dtype().is_floating_point:
-        return map_values(ctx, (a,), ctx.out_dtype(), _op("sqrt"))
-    return map_values(ctx, (a, b), ctx.out_dtype(), _op("pow"))
+    out = ctx.out_dtype()
+    if not is_tensor(b) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        # The exponents eager computes without pow (ATen's pow_tensor_scalar_optimized), the
+        # same way: GPT-2's GELU cubes its input, one vector pow per element before.
+        special = _POWERS.get(float(b)) if out.is_floating_point else _INT_POWERS.get(float(b))
+        if special is not None:
+            return map_values(ctx, (a,), out, special)
+    return map_values(ctx, (a, b), out, _op("pow"))
+
+
+def _cube(ops: Ops, x: Any) -> Any:
+    return ops.mul(ops.mul(x, x), x)
+
+
+def _reciprocal_square(ops: Ops, x: Any) -> Any:
+    return ops.reciprocal(ops.mul(x, x))
+
+
+_INT_POWERS: dict[float, Callable[..., Any]] = {2.0: _op("square"), 3.0: _cube}
+_POWERS: dict[float, Callable[..., Any]] = {
+    **_INT_POWERS,
+    0.5: _op("sqrt"),
+    -0.5: _op("rsqrt"),
+    -1.0: _op("reciprocal"),
+    -2.0: _reciprocal_square,
+}
 
 
 def _where(ctx: LoweringContext, cond: Any, a: Any, b: Any) -> Any:

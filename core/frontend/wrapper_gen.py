@@ -44,6 +44,8 @@ def _size_defs(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:
             if expr.is_Symbol and symbol_text(expr) not in defs:
                 defs[symbol_text(expr)] = SizeDef(symbol_text(expr), name, "value")
             continue
+        if name not in graph.buffers:  # a scalar the program was specialised to
+            continue
         layout = graph.buffers[name].layout
         for attr, values in (("size", layout.size), ("stride", layout.stride)):
             for dim, v in enumerate(values):
@@ -55,7 +57,7 @@ def _size_defs(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:
 def _input_asserts(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:
     lines: list[Line] = []
     for name in graph.inputs:
-        if name in int_inputs:
+        if name in int_inputs or name not in graph.buffers:
             continue
         layout = graph.buffers[name].layout
         lines.append(InputAssert(name, layout.size, layout.stride, layout.dtype))
@@ -168,6 +170,8 @@ def _outputs(graph: IRGraph) -> tuple[list[str], list[Line]]:
             names.append(name)
         elif isinstance(out, sympy.Expr) and out.is_Symbol:
             names.append(symbol_text(out))
+        elif isinstance(out, sympy.Expr) and out.is_integer and out.free_symbols:
+            names.append(out)
         else:
             raise LoweringError("output", str(i), f"graph output {out!r} is not supported")
     return names, lines

@@ -41,3 +41,26 @@ def test_size_symbol_outlives_extern_argument(backends: tuple[str, str], device:
     for n in (4, 9):
         x = torch.randn(n, 3, device=device)
         assert_same(compiled(x), fn(x))
+
+
+def test_size_expression_outputs_are_computed_per_call(
+    backends: tuple[str, str], device: str
+) -> None:
+    """A graph returning a size expression (`s0*s1`, a size backward needs; BART's training
+    graph under dynamic shapes) returns its value as an int, not the expression."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from polyduct.pipeline import Compilation
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+        return x.sin(), x.shape[0] * x.shape[1] + 1, x.shape[0]
+
+    gm = make_fx(fn, tracing_mode="symbolic")(torch.randn(3, 5, device=device))
+    kernels, wrapper = backends
+    run = Compilation.create({"kernels": kernels, "wrapper": wrapper}).compile_graph(gm)
+    for shape in [(3, 5), (4, 7)]:
+        x = torch.randn(*shape, device=device)
+        out = run(x)
+        assert out[1:] == [shape[0] * shape[1] + 1, shape[0]]
+        assert all(type(o) is int for o in out[1:])
+        assert_same(out[0], x.sin())

@@ -63,3 +63,20 @@ def test_complex_values_run_as_library_calls(
     assert_same(compiled(x), _complex(x))
     reasons = "\n".join(str(g.report) for g in graphs)
     assert "torch.complex64 values: no kernel backend computes them; library call" in reasons
+
+
+@pytest.mark.parametrize("exponent", [3, 3.0, -1, -2.0, -0.5, 0.5, 2])
+def test_small_scalar_powers_round_as_eager(
+    backends: tuple[str, str], device: str, exponent: float
+) -> None:
+    """Eager computes these powers without pow (x*x*x, 1/(x*x), 1/sqrt(x), ...); so does
+    polyduct, with the same roundings: the C++ backend matches it bit for bit."""
+    compiled, _ = compile_fn(lambda x: x.pow(exponent), backends)
+    edges = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-30, -3e38, 7.0])
+    x = torch.cat([torch.randn(997) * 40, edges]).to(device)
+    exact = backends[0] == "cpp"
+    tol = {"rtol": 0.0, "atol": 0.0} if exact else {"rtol": 1e-6, "atol": 0.0}
+    torch.testing.assert_close(compiled(x), x.pow(exponent), equal_nan=True, **tol)
+    i = torch.randint(-50, 50, (301,), device=device)
+    if exponent in (2, 3):
+        torch.testing.assert_close(compiled(i), i.pow(exponent), rtol=0, atol=0)

@@ -101,6 +101,23 @@ def test_export_takes_the_keyword_arguments_it_was_exported_with(
         run(input_ids=kw["input_ids"], scale=scale)
 
 
+class _Flagged(torch.nn.Module):
+    """A keyword flag the graph is specialised to (ViT's `interpolate_pos_encoding`)."""
+
+    def forward(self, x: torch.Tensor, double: bool = False, factor: float = 1.0) -> torch.Tensor:
+        return (x * 2 if double else x).tanh() * factor
+
+
+def test_export_with_plain_python_keyword_values(backends: tuple[str, str], device: str) -> None:
+    x = torch.randn(3, 5, device=device)
+    kernels, wrapper = backends
+    ep = torch.export.export(_Flagged(), (x,), {"double": True, "factor": 0.5})
+    run = compile_exported(ep, {"kernels": kernels, "wrapper": wrapper})
+    assert_same(run(x, double=True, factor=0.5), (x * 2).tanh() * 0.5)
+    with pytest.raises(ValueError, match="double"):
+        run(x, double=False, factor=0.5)
+
+
 def test_sliding_window_slice_under_dynamic_shapes(backends: tuple[str, str], device: str) -> None:
     """Mistral's sliding window keeps the last `window` positions: under dynamic shapes the
     slice starts at `Max(0, s0 - window)`, an index expression every kernel must print."""

@@ -120,7 +120,9 @@ class FxConverter:
             case Comment(text=text):
                 self.comments.append(text)
             case GraphOutputs(names=names):
-                self.graph.output([self.value(name) for name in names])
+                self.graph.output(
+                    [self.value(n) if isinstance(n, str) else self.sym.emit(n) for n in names]
+                )
             case _:
                 assert_never(line)
 

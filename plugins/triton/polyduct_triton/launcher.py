@@ -121,6 +121,7 @@ CONTRACTIBLE = frozenset({
     "to_dtype_bitcast", "indirect_indexing", "check_bounds", "masked", "where", "identity",
     "add", "sub", "mul", "neg", "abs", "relu", "maximum", "minimum", "truediv", "reciprocal",
     "square", "sigmoid", "exp", "log", "sin", "cos", "tanh", "sqrt", "rsqrt",
+    "erf", "expm1", "log1p", "floor", "ceil", "trunc",  # libdevice's or exact when compiled
     "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_not", "isnan",
 })
 

@@ -177,3 +177,19 @@ def test_compiled_kernels_call_libdevice_where_the_interpreter_decomposes(
              [buf("a", torch.float32, "in", 64), buf("o", torch.float32, "out", 64)])
     assert f"libdevice.{fn}(" in cuda_source(tmp_path, s)
     assert f"libdevice.{fn}(" not in backend(tmp_path).codegen(s).source
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_sigmoid_divides_as_inductor_does(tmp_path: Path, dtype: torch.dtype) -> None:
+    """On a GPU sigmoid's reciprocal is Triton's float32 `/` (div.full, 2 ulp, Inductor's); the
+    interpreter keeps the exactly rounded division."""
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("o", x[0], ops.sigmoid(ops.load("a", x[0])))
+
+    def source(dt: torch.dtype, compiled: bool) -> str:
+        s = spec("sig", [64], [], [("outer", body)], [buf("a", dt, "in", 64), buf("o", dt, "out", 64)])
+        return cuda_source(tmp_path, s) if compiled else backend(tmp_path).codegen(s).source
+
+    assert "div_rn" not in source(dtype, True)
+    assert "div_rn" in source(dtype, False)
