@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from polyduct import hookspecs
-from polyduct.environment import flag, snapshot
+from polyduct.environment import declared_options, flag, snapshot
 from polyduct.errors import CodegenError, DuplicateName, PluginLoadError
 from polyduct.hookspecs import (
     KernelBackendSpec,
@@ -391,5 +391,10 @@ def load(options: PluginOptions | None = None) -> Plugins:
 
 
 def default_kernel_loader() -> KernelLoader:
-    """Kernel loader over the installed plugins with default options (standalone wrappers)."""
-    return load().kernel_loader()
+    """Kernel loader over the installed plugins for a standalone wrapper module, an entry of its
+    own: default options, plus what each backend's declared environment variables set."""
+    plugins = load()
+    env = snapshot()
+    return plugins.kernel_loader(
+        {n: declared_options(s.environment, env, {}) for n, s in plugins.kernel_backends.items()}
+    )
