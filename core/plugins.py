@@ -119,6 +119,11 @@ class Plugins:
         """A new instance of kernel backend `name` (`UnknownName` lists the installed ones)."""
         return self.kernel_backends.get(name).factory(options or {})
 
+    def environment_options(self, name: str, env: Mapping[str, str]) -> dict[str, Any]:
+        """The options kernel backend `name` takes from the variables it declares
+        (`KernelBackendSpec.environment`) as set in `env`, an entry's environment snapshot."""
+        return declared_options(self.kernel_backends.get(name).environment, env, {})
+
     def wrapper_backend(
         self, name: str, options: Mapping[str, Any] | None = None
     ) -> WrapperBackend:
@@ -393,8 +398,7 @@ def load(options: PluginOptions | None = None) -> Plugins:
 def default_kernel_loader() -> KernelLoader:
     """Kernel loader over the installed plugins for a standalone wrapper module, an entry of its
     own: default options, plus what each backend's declared environment variables set."""
-    plugins = load()
-    env = snapshot()
+    plugins, env = load(), snapshot()
     return plugins.kernel_loader(
-        {n: declared_options(s.environment, env, {}) for n, s in plugins.kernel_backends.items()}
+        {n: plugins.environment_options(n, env) for n in plugins.kernel_backends}
     )

@@ -265,3 +265,11 @@ def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
     assert args[:2] == (a, o) and args[2:] == job[1][2:]
     (launch,) = module._COMPILED.values()
     assert launch.ahead and launched == [(grid0, 0, (a, o, n, 1, *cfg[:2], False, True))]
+
+
+def test_the_conformance_entry_passes_the_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polyduct.conformance.backends import resolve_backend
+
+    monkeypatch.setenv("POLYDUCT_TRITON_COMPILE_WORKERS", "0")  # as bench/gpu_job.sh runs it
+    backend = resolve_backend("triton")[1]
+    assert isinstance(backend, TritonBackend) and backend.options.compile_workers == 0
