@@ -1,12 +1,13 @@
-"""AOT packages against AOTInductor on the CPU: load time and first-call time in a fresh process.
+"""AOT packages against AOTInductor: load time and first-call time in a fresh process.
 
-    python -m bench.aot [--repeats 3] [--out bench/results/aot.json]
+    python -m bench.aot [--device cpu|cuda] [--repeats 3] [--out bench/results/aot.json]
 
 Exports one model (a pre-norm MLP block stack with a softmax head), packages it with
 `polyduct.aot.compile_and_package` and with `torch._inductor.aoti_compile_and_package`, then, in
 fresh processes (`--repeats` each, one OpenMP thread each), times `import torch`, loading the
 package, the first call and the median of later calls, and checks the outputs against eager.
-Packaging starts from empty caches (both compile cold).
+Packaging starts from empty caches (both compile cold). On CUDA polyduct's kernels are Triton's
+(cubins in the package) and times include synchronising the device.
 """
 
 from __future__ import annotations
@@ -39,16 +40,20 @@ if kind == "polyduct":
     fn = load_package(path)
 else:
     fn = torch._inductor.aoti_load_package(path)
+sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
 t2 = time.perf_counter()
 out = fn(x)
+sync()
 t3 = time.perf_counter()
 calls = []
 for _ in range(50):
     s = time.perf_counter()
     fn(x)
+    sync()
     calls.append(time.perf_counter() - s)
 calls.sort()
-torch.save(out, inputs_path + "." + kind + ".out")
+out = out[0] if isinstance(out, (list, tuple)) else out
+torch.save(out.cpu(), inputs_path + "." + kind + ".out")
 print(json.dumps({"import_torch_s": t1 - t0, "load_s": t2 - t1, "first_call_s": t3 - t2,
                   "call_median_s": calls[len(calls) // 2]}))
 """
@@ -98,34 +103,48 @@ def _fresh_process(kind: str, path: Path, inputs: Path) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    model = Model().eval()
-    x = torch.randn(BATCH, DIM)
+    model = Model().eval().to(args.device)
+    x = torch.randn(BATCH, DIM).to(args.device)
     ep = torch.export.export(model, (x,))
-    want = model(x)
-    report: dict[str, Any] = {"model": f"2 MLP blocks + softmax head, dim {DIM}, batch {BATCH}"}
+    want = model(x).detach().cpu()
+    report: dict[str, Any] = {
+        "model": f"2 MLP blocks + softmax head, dim {DIM}, batch {BATCH}",
+        "device": torch.cuda.get_device_name() if x.is_cuda else "cpu",
+        "torch": torch.__version__,
+    }
     with tempfile.TemporaryDirectory(prefix="polyduct-aot-bench-") as tmp:
-        # cold compiles: both compilers' caches start empty
+        # cold compiles: both compilers' caches (and Triton's) start empty
         os.environ["POLYDUCT_CACHE_DIR"] = str(Path(tmp) / "polyduct-cache")
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(tmp) / "inductor-cache")
+        os.environ["TRITON_CACHE_DIR"] = str(Path(tmp) / "triton-cache")
         inputs = Path(tmp) / "x.pt"
         torch.save(x, inputs)
         for kind in ("polyduct", "aotinductor"):
-            path = Path(tmp) / f"{kind}.pt2"
-            row: dict[str, Any] = {"package_s": _package(kind, ep, path)}
-            row["package_bytes"] = path.stat().st_size
-            runs = [_fresh_process(kind, path, inputs) for _ in range(args.repeats)]
-            for key in runs[0]:
-                row[key] = statistics.median(r[key] for r in runs)
-            got = torch.load(str(inputs) + f".{kind}.out")
-            got = got[0] if isinstance(got, (list, tuple)) else got
-            row["max_abs_error"] = float((got - want).abs().max().detach())
-            report[kind] = row
-            print(kind, json.dumps(row))
-    if args.out is not None:
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
+            try:
+                report[kind] = _measure(kind, ep, Path(tmp) / f"{kind}.pt2", inputs, want, args)
+            except Exception as exc:  # noqa: BLE001 - one failing leaves the other's row
+                report[kind] = {"error": f"{type(exc).__name__}: {str(exc)[-2000:]}"}
+            print(kind, json.dumps(report[kind]), flush=True)
+            if args.out is not None:
+                args.out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+def _measure(
+    kind: str, ep: Any, path: Path, inputs: Path, want: torch.Tensor, args: Any
+) -> dict[str, Any]:
+    """Package with `kind`, then load and call in `args.repeats` fresh processes."""
+    row: dict[str, Any] = {"package_s": _package(kind, ep, path)}
+    row["package_bytes"] = path.stat().st_size
+    runs = [_fresh_process(kind, path, inputs) for _ in range(args.repeats)]
+    for key in runs[0]:
+        row[key] = statistics.median(r[key] for r in runs)
+    got = torch.load(str(inputs) + f".{kind}.out")
+    row["max_abs_error"] = float((got - want).abs().max().detach())
+    return row
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 
 from polyduct import plugins as plugin_mod
 from polyduct.cache import import_module_file
+from polyduct.environment import snapshot
 from polyduct.errors import InvalidOption, PackageError
 from polyduct.kernel import KernelFn, KernelSource
 from polyduct.package_format import read_package, runtime_facts, write_package
@@ -49,9 +50,10 @@ def compile_and_package(
     if opts.wrapper != "python":
         raise InvalidOption("polyduct.aot", "wrapper", opts.wrapper, "python (packaged wrapper)")
     compiled = compile_exported(exported, options).compiled  # type: ignore[attr-defined]
+    signature, stored = _signature(exported)
+    _run_once(compiled, exported, signature["inputs"], stored)
     members = {WRAPPER: compiled.source.encode()}
     backends = _package_kernels(list(compiled.sources.values()), opts, members)
-    signature, stored = _signature(exported)
     blob = io.BytesIO()
     torch.save({"stored": stored, "attrs": list(compiled.attrs)}, blob)
     members[TENSORS] = blob.getvalue()
@@ -63,6 +65,26 @@ def compile_and_package(
         "devices": sorted(_devices(exported)),
     }
     return write_package(Path(path), program, members)
+
+
+def _run_once(
+    compiled: Any, ep: torch.export.ExportedProgram, inputs: Sequence[str], stored: Any
+) -> None:
+    """Call the compiled graph once on copies of the exported example inputs and stored tensors
+    (nothing changes): a kernel backend that compiles and tunes at a kernel's first launch
+    (Triton) packages what that launch chose. Without example inputs the program is not run."""
+    example = getattr(ep, "example_inputs", None)
+    if example is None:
+        return
+    args, kwargs = example
+    names = list(ep.call_spec.in_spec.child(1).context or [])
+    user = iter(pytree.tree_leaves((tuple(args), {k: kwargs[k] for k in names})))
+    graph_args = [_copy(next(user)) if n == USER else stored[n].clone() for n in inputs]
+    compiled(*graph_args)
+
+
+def _copy(value: Any) -> Any:
+    return value.clone() if isinstance(value, torch.Tensor) else value
 
 
 def _package_kernels(
@@ -222,6 +244,8 @@ def load_package(path: str | Path) -> AotProgram:
         module = import_module_file(workdir / WRAPPER, f"polyduct_aot_{digest}")
         loader = _packaged_loader(program["kernel_backends"], workdir / KERNELS)
         call = module.make_call(loader)
+    except PackageError as e:  # a kernel backend's refusal, for the package as a whole
+        raise PackageError(path, f"{e.path}: {e.reason}") from None
     finally:
         shutil.rmtree(workdir, ignore_errors=True)  # loaded libraries stay mapped
     return AotProgram(path, manifest, call, tensors)
@@ -232,11 +256,13 @@ def _packaged_loader(backends: Mapping[str, Mapping[str, Any]], root: Path) -> K
     strict = plugin_mod.PluginOptions.from_env().strict
     only = frozenset(str(b["distribution"]) for b in backends.values())
     plugins = plugin_mod.load(plugin_mod.PluginOptions(strict=strict, only=only))
+    env = snapshot()  # loading a package is an entry: backends' declared variables are read here
 
     def load_kernels(defs: Sequence[KernelDefinition]) -> dict[str, KernelFn]:
         loaded: dict[str, KernelFn] = {}
         for name in sorted({d.backend for d in defs}):
-            backend = plugins.kernel_backend(name, dict(backends[name]["options"]))
+            options = {**plugins.environment_options(name, env), **backends[name]["options"]}
+            backend = plugins.kernel_backend(name, options)
             group = [KernelSource(d.name, d.backend, d.source) for d in defs if d.backend == name]
             loaded.update(backend.load_packaged(group, root / name))
         return loaded

@@ -150,14 +150,16 @@ class KernelAssertError(CodegenError, AssertionError):
 
 
 class PackagingUnsupported(CodegenError):
-    """A kernel backend cannot load prebuilt kernels, so its kernels cannot go in an AOT package."""
+    """A kernel backend cannot load prebuilt kernels, so its kernels cannot go in an AOT package;
+    `reason`: why not for this program (none: the backend never can)."""
 
-    def __init__(self, backend: str) -> None:
+    def __init__(self, backend: str, reason: str | None = None) -> None:
+        if reason is None:
+            reason = "it cannot load prebuilt kernels (KernelBackend.package / load_packaged)"
         super().__init__(
-            f"kernel backend {backend!r} cannot load prebuilt kernels, so a program using it "
-            "cannot be packaged ahead of time (KernelBackend.package / load_packaged)"
+            f"kernel backend {backend!r}: this program cannot be packaged ahead of time: {reason}"
         )
-        self.backend = backend
+        self.backend, self.reason = backend, reason
 
 
 class PackageError(CodegenError):

@@ -153,6 +153,12 @@ class KernelBackend(ABC):
     def load(self, sources: Sequence[KernelSource]) -> dict[str, KernelFn]:
         """Compile or fetch from the cache every kernel in `sources`; name -> callable."""
 
+    def settle(self) -> None:
+        """Wait for work the backend does in the background for kernels it loaded (compiles,
+        tuning candidates), so that their next launches finish tuning; called before CUDA graphs
+        record a compiled graph's launches (polyduct.cudagraphs). Default: nothing to wait for."""
+        return
+
     def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
         """The compiled files of `sources` (as `load` builds them), by relative path, for an AOT
         package (polyduct.aot): `load_packaged` loads the kernels from them with no compiler.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -26,12 +27,26 @@ def _cpu_backends() -> list[str]:
 def test_one_compiled_function_from_many_threads(kernels: str, isolated_cache: Path) -> None:
     torch._dynamo.reset()
     compiled = torch.compile(_program, backend="polyduct", options={"kernels": kernels})
+    _from_threads(compiled, "cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_one_triton_function_from_many_threads_on_cuda(isolated_cache: Path) -> None:
+    pytest.importorskip("polyduct_triton")
+    torch._dynamo.reset()
+    compiled = torch.compile(_program, backend="polyduct", options={"kernels": "triton"})
+    _from_threads(compiled, "cuda")
+
+
+def _from_threads(compiled: Any, device: str) -> None:
+    """THREADS threads each call `compiled` CALLS times at once; every result is checked."""
     failures: list[str] = []
 
     def work(seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
         for _ in range(CALLS):
             x, y = torch.randn(6, 37, generator=gen), torch.randn(6, 37, generator=gen)
+            x, y = x.to(device), y.to(device)
             try:
                 for got, want in zip(compiled(x, y), _program(x, y), strict=True):
                     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)

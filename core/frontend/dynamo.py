@@ -21,6 +21,7 @@ from torch._functorch._aot_autograd.utils import make_boxed_func
 from polyduct.cudagraphs import CudaGraphed
 from polyduct.frontend.entry_checks import check_arguments, mode_options
 from polyduct.frontend.overlap import check_overlapping_writes
+from polyduct.kernel import KernelBackend
 from polyduct.pipeline import Compilation
 
 
@@ -43,9 +44,13 @@ def polyduct_backend(
     def compiler_for(name: str) -> Callable[..., Any]:
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
             index = next(position)
-            fn = compilation.compile_graph(graph, index, name).fn
+            compiled = compilation.compile_graph(graph, index, name)
+            fn = compiled.fn
             if compilation.options.cudagraphs:
-                fn = CudaGraphed(fn, f"{name} graph {index}")
+                used = sorted({src.backend for src in compiled.sources.values()})
+                settle = _settle([compilation.plugins.kernel_backend(b) for b in used])
+                static = _static_inputs() if name != "backward" else frozenset()
+                fn = CudaGraphed(fn, f"{name} graph {index}", settle, static)
             return make_boxed_func(fn)
 
         return compiler
@@ -58,3 +63,22 @@ def polyduct_backend(
         keep_inference_input_mutations=False,
     )
     return backend(gm, example_inputs)
+
+
+def _static_inputs() -> frozenset[int]:
+    """The positions of the graph being compiled that AOTAutograd marks static (parameters and
+    buffers), as Inductor's CUDA graphs read them; none outside a tracing context."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    return frozenset(getattr(meta, "static_input_indices", None) or ())
+
+
+def _settle(backends: Sequence[KernelBackend]) -> Callable[[], None]:
+    """What CUDA graphs call before recording: each kernel backend's background work finished."""
+
+    def settle() -> None:
+        for backend in backends:
+            backend.settle()
+
+    return settle
+

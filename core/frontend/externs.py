@@ -132,8 +132,8 @@ def transfer(graph: IRGraph, view: StorageView, device: torch.device) -> Storage
     )
     graph.nodes.append(
         ExternNode(
-            graph.new_name("node"), "_to_copy", (arg,), (("device", device),), out, (out,),
-            False, tuple(views),
+            graph.new_name("node"), "aten._to_copy.default", (arg,), (("device", device),),
+            out, (out,), False, tuple(views),
         )
     )
     return StorageView(out, graph.buffers[out].layout)

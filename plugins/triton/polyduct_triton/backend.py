@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,9 +13,9 @@ import torch
 import triton
 
 from polyduct.cache import Cache, default_cache, import_module_file
-from polyduct.errors import InvalidOption
+from polyduct.errors import InvalidOption, PackagingUnsupported
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
-from polyduct_triton import precompile
+from polyduct_triton import package, precompile
 from polyduct_triton.codegen import generate
 from polyduct_triton.ops import UNSUPPORTED, TritonOps
 
@@ -115,6 +116,23 @@ class TritonBackend(KernelBackend):
         precompile.submit(loaded, slice(1, None), self.options.compile_workers)
         return {src.name: m.launch for src, (m, _) in zip(sources, loaded, strict=True)}
 
+    def settle(self) -> None:
+        precompile.settle()
+
+    def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
+        """Each kernel's configs and compiled cubins, as the program's run here left its module
+        (polyduct_triton.package)."""
+        modules = []
+        for src in sources:
+            module = sys.modules.get(_module_name(src))
+            if module is None:
+                raise PackagingUnsupported(self.name, f"kernel {src.name!r} is not loaded here")
+            modules.append((src, module))
+        return package.package_kernels(modules)
+
+    def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
+        return package.load_packaged_kernels(sources, files, self.options.launcher)
+
     def _cache(self) -> Cache:
         return self.options.cache or default_cache()
 
@@ -134,8 +152,12 @@ class TritonBackend(KernelBackend):
             (tmp / "kernel.py").write_text(src.source)
 
         entry = cache.entry("triton", key, build)
-        digest = hashlib.sha256(src.source.encode()).hexdigest()[:16]
-        return entry / "kernel.py", f"polyduct_triton_k_{digest}"
+        return entry / "kernel.py", _module_name(src)
+
+
+def _module_name(src: KernelSource) -> str:
+    """The name `load` imports the module of `src` as (the last import's is in sys.modules)."""
+    return f"polyduct_triton_k_{hashlib.sha256(src.source.encode()).hexdigest()[:16]}"
 
 
 def _compiles_ahead(source: str) -> bool:

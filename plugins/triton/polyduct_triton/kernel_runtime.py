@@ -11,6 +11,7 @@ ASSERTS, `_kernel`, RUNTIME_DIGEST (this file's SHA-256, in the tuning key) and 
 # ruff: noqa: F821 - the names above are the generated module's
 
 import functools
+import json
 
 import torch
 import triton
@@ -133,6 +134,12 @@ def _configs(xnumel, rnumel):
 # cost) through torch's precompiled CUDA launcher, as Inductor does, else the kernel's own one.
 DIRECT = not INTERPRET and hasattr(triton, "knobs")
 _COMPILED = {}
+# Torch's current device and stream, as Triton's CUDA driver reads them, without building that
+# driver (a C compile): packaged kernels launch where no compiler is. PACKAGED: set in a module
+# loaded from an AOT package (polyduct_triton.package), its tuned configs and compiled launches.
+_device, _device_name = torch.cuda.current_device, torch.cuda.get_device_name
+_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+PACKAGED = None
 # (device, sizes) -> (launch function, grid, constexprs) of launches whose config is final: one of
 # known sizes with 16-byte aligned tensors calls it directly (1.2 us of Python instead of 3.8).
 _READY, READY_MAX = {}, 4096
@@ -190,7 +197,7 @@ def _static(compiled, device):
     def launch(grid0, stream, args):
         run(grid0, 1, 1, stream, *[args[i] for i in runtime])
 
-    launch.via = "torch"
+    launch.via, launch.kernel, launch.runtime = "torch", kernel, runtime  # runtime: packages
     return launch, None
 
 
@@ -249,6 +256,8 @@ def _job(cfg, args, xnumel, rnumel, idx64):
 
 def _compile(key, job, device):
     """The launch function of one (config, specialisation), compiled without launching."""
+    if PACKAGED is not None:
+        return PACKAGED.launch(key, device)
     ahead = _from_worker(key)
     compiled = warmup(*job)
     launch, why = _static(compiled, device)
@@ -264,13 +273,12 @@ def _launch(cfg, tensors, sizes, xnumel, rnumel, idx64, err):
     key, job = _job(cfg, args, xnumel, rnumel, idx64)
     _, _, grid0, _, persistent = job
     if DIRECT:
-        driver = triton.runtime.driver.active
-        device = driver.get_current_device()
+        device = _device()
         launch = _COMPILED.get((device, key))
         if launch is None:
             launch = _COMPILED[device, key] = _compile(key, job, device)
         tail = (xb, rb, idx64, persistent)
-        stream = driver.get_current_stream(device)
+        stream = _stream(device)
         try:
             launch(grid0, stream, (*args, *tail))
         except RuntimeError as exc:  # torch's static launcher refused it: Triton's runs it
@@ -340,10 +348,6 @@ def _drop_jobs(configs, tensors, sizes, xnumel, rnumel, idx64, err):
             future.cancel()
 
 
-def _device_name(device):
-    return torch.cuda.get_device_name(device)
-
-
 @functools.cache
 def _module_key():
     """The SHA-256 of this module's file and of the runtime, read once."""
@@ -363,8 +367,6 @@ def _tuning_inputs(shape_class, tensors):
 def _stored(entry, configs, tensors, sizes, xnumel, rnumel, idx64, err):
     """The winner a tuning cache entry holds (the heuristic if it names no candidate); the
     compile jobs of the configs it beat are cancelled."""
-    import json
-
     best = tuple(json.loads((entry / "config.json").read_text()))
     best = best if best in configs else configs[0]
     _drop_jobs([c for c in configs if c != best], tensors, sizes, xnumel, rnumel, idx64, err)
@@ -385,7 +387,6 @@ def _tuned(shape_class, configs, tensors, sizes, xnumel, rnumel, idx64, err):
     TUNING_CACHE by later processes, which compile only the winner."""
     if TUNING_CACHE is None:
         return _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
-    import json
 
     def build(tmp):
         best = _tune(configs, tensors, sizes, xnumel, rnumel, idx64, err)
@@ -431,7 +432,7 @@ def _tune_ready(key):
 def _pick(tensors, sizes, xnumel, rnumel, idx64, err):
     device = tensors[0].device
     key = (device, _pow2(xnumel), _pow2(rnumel), idx64)
-    best = _BEST.get(key)
+    best = _BEST.get(key) if PACKAGED is None else PACKAGED.config(key[1:], xnumel, rnumel)
     if best is not None and not (_PENDING and _tune_ready(key)):
         return best
     shape = (tensors, sizes, xnumel, rnumel, idx64, err)
@@ -464,12 +465,10 @@ def _aligned(tensors, err):
 
 def _run(tensors, sizes, xnumel, rnumel, idx64, err):
     if DIRECT:
-        driver = triton.runtime.driver.active
-        device = driver.get_current_device()
+        device = _device()
         if (ready := _READY.get((device, sizes))) is not None and _aligned(tensors, err):
             launch, grid0, tail = ready
-            launch(grid0, driver.get_current_stream(device),
-                   (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
+            launch(grid0, _stream(device), (*_args(tensors, sizes, xnumel, rnumel, err), *tail))
             return
     try:
         with _LAUNCH_LOCK:  # launcher.LAUNCH_LOCK: the interpreter and tuning are not thread-safe

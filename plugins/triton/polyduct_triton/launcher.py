@@ -201,5 +201,12 @@ def render_launcher(
         lines.append("    err = None")
     lines.append("    _run(tensors, sizes, xnumel, rnumel, idx64, err)")
     if ctx.checks:
-        lines += ["    if bool(err.view(-1, 3)[:, 0].any()):", "        _raise_index_error(err)"]
+        # While a CUDA graph records, a host check would synchronise (and end the recording):
+        # the check is then a device-side assert, as Inductor's (a failure ends the process).
+        lines += [
+            "    if err.is_cuda and torch.cuda.is_current_stream_capturing():",
+            "        torch._assert_async(~err.view(-1, 3)[:, 0].any(), NAME + ': index out of bounds')",
+            "    elif bool(err.view(-1, 3)[:, 0].any()):",
+            "        _raise_index_error(err)",
+        ]
     return "\n".join(lines)

@@ -206,13 +206,11 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
     """Once a launch's config is final, later launches of the same sizes whose tensors are all
     16-byte aligned skip config choice and Triton's specialisation; a misaligned tensor takes
     the full path (and its own compiled kernel), as does every launch while tuning is pending."""
-    import triton
-
     module = cuda_module(tmp_path, "ready")
     if not module.DIRECT:
         pytest.skip("direct launches need triton >= 3.4")
-    driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
-    monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here
+    monkeypatch.setattr(module, "_device", lambda: 0)  # no GPU here
+    monkeypatch.setattr(module, "_stream", lambda device: 7)
     compiled: list[tuple[bool, ...]] = []
     launched: list[tuple[Any, ...]] = []
     picked: list[int] = []
@@ -252,13 +250,11 @@ def test_a_launch_torch_refuses_runs_on_tritons_launcher(
 ) -> None:
     """torch's static launcher is stricter than Triton's: when it raises at a launch, the kernel
     runs through Triton's own launcher, for this launch and every later one."""
-    import triton
-
     module = cuda_module(tmp_path, "refused")
     if not module.DIRECT:
         pytest.skip("direct launches need triton >= 3.4")
-    driver = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
-    monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here
+    monkeypatch.setattr(module, "_device", lambda: 0)  # no GPU here
+    monkeypatch.setattr(module, "_stream", lambda device: 7)
     ran: list[str] = []
 
     def static(grid0: int, stream: int, args: Any) -> None:

@@ -247,6 +247,8 @@ def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
     driver = precompile._TargetDriver()
     driver.target = GPUTarget("cuda", 90, 32)
     monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here: device = target
+    monkeypatch.setattr(module, "_device", driver.get_current_device)
+    monkeypatch.setattr(module, "_stream", driver.get_current_stream)
     key, job = module.jobs()[0]
     done: Future[str | None] = Future()
     done.set_running_or_notify_cancel()
