@@ -118,11 +118,16 @@ class PythonWrapperOptions:
 
 class _SizePrinter(PythonIndexPrinter):
     """Size expressions as Python (sympy's Min / Max of sizes as `min` / `max`, torch's true
-    division of sizes, a scale passed to a library call, as `/`)."""
+    division of sizes, a scale passed to a library call, as `/`, its ToFloat as `float`)."""
 
     def _print_IntTrueDiv(self, expr: sympy.Expr) -> str:
         a, b = (str(self._print(x)) for x in expr.args)
         return f"(({a}) / ({b}))"
+
+    _print_FloatTrueDiv = _print_IntTrueDiv  # a float of sizes: std's 1 / (n - 1) in a backward
+
+    def _print_ToFloat(self, expr: sympy.Expr) -> str:
+        return f"float({self._print(expr.args[0])})"
 
 
 @dataclass

@@ -87,6 +87,81 @@ def _empty_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.pow(v6 / v6, 3),)
 
 
+def _strided_reshape(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # A strided uint8 input flattened under dynamic shapes: elements in the wrong order.
+    return (a0.reshape(-1), a0.reshape(-1, 2) + 1)
+
+
+def _roll_of_dynamic_size(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The shift modulo a dynamic size is torch's PythonMod, which no index printer knew
+    # (sizes._polyduct_functions: it is sympy's Mod).
+    return (torch.roll(a0.t(), 3, 1), torch.roll(a0, -2, 0) * 2)
+
+
+def _uint8_all_any(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # all/any of uint8 are uint8 in eager; the lowering returned bool (lowerings_reduce._all).
+    return (a0.all(), a0.any(), a0.all(0), a0.any(-1, keepdim=True))
+
+
+def _negative_scalar_of_uint8(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # A Python scalar out of uint8's range (-2 is 254 in eager): Triton's interpreter refused
+    # the constant (OverflowError); values._scalar wraps it as torch does.
+    return (a0 % -2, a0.masked_fill(a0 > 3, -1), torch.where(a0 > 3, a0, -1))
+
+
+def _guarded_broadcast(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # v1's last size is (s0//3), which torch guarded to be 1 when it broadcast it against
+    # 2*s0: the kernel indexed it by position (out of bounds; sizes._guarded_constant).
+    v0 = a1.repeat_interleave(2, 0)
+    v1 = v0.reshape(6, -1)
+    return (torch.addcdiv(v0, v0, v1, value=-2),)
+
+
+def _integer_nansum(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # nansum of int64 returned 0 on Halide (0-d, and keepdim over dim 0).
+    return (torch.nansum(a0), torch.nansum(a1, 0, keepdim=True), torch.nansum(a1))
+
+
+def _variance_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward of std/var under dynamic shapes scales by 2 / (n - 1), a SymFloat: the
+    # Python wrapper printed FloatTrueDiv and ToFloat as calls (NameError).
+    return (a0.std(), torch.var(a0, 0, correction=2), torch.var_mean(a0, -1)[0])
+
+
+def _overwritten_reduction(a0: torch.Tensor, a3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The sum is overwritten before anything reads it: its kernel stored nothing, and a Halide
+    # pipeline without outputs does not compile (kernel_plan.plan drops such a kernel).
+    v1 = a0.sum()
+    v1.fill_(float("-inf"))
+    return (torch.div(v1, a3),)
+
+
+def _empty_slice_past_the_end(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # An empty result whose index is a constant past the input's end: the reference kernel
+    # loaded (and bounds-checked) it though no element is computed (reference codegen).
+    v3 = a1.unflatten(0, (1, -1)).diagonal(2, 0, 1)
+    return (a0[2:-2].reshape(-1), v3.repeat_interleave(2, -1))
+
+
+def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
+    # the clamp after it mixed float and double, and C++ did not compile (lowerings_pointwise).
+    return (torch.nn.functional.silu(a0).clamp(max=0), torch.nn.functional.silu(a0))
+
+
+def _saved_overlapping_view(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward saves `v3`, windows of `v2` that share memory: the forward returned a
+    # row-major copy, and the backward's stride assert refused it (output_views).
+    v2 = torch.where(a2 > 0, a2, a2 * 2)
+    return (torch.sinh(v2.unfold(0, 6, 2)),)
+
+
+def _saved_sort_of_transposed(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward saves the sorted values, which eager lays out as its transposed input:
+    # the forward returned them row-major (output_views.eager_strided).
+    return (torch.var(torch.msort(a2), 1, correction=1),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -147,6 +222,82 @@ CASES: dict[str, Case] = {
             InputSpec("a0", (1, 4, 4), torch.bool, alt_shape=(1, 6, 6)), outputs=2, mode="auto"
         ),
         ALL_BACKENDS,
+    ),
+    "strided_reshape": (
+        _strided_reshape,
+        _program(
+            InputSpec("a0", (3, 2), torch.uint8, values="edge", layout="strided",
+                      alt_shape=(5, 4)),
+            outputs=2, mode="dynamic",
+        ),
+        ALL_BACKENDS,
+    ),
+    "roll_of_dynamic_size": (
+        _roll_of_dynamic_size,
+        _program(InputSpec("a0", (5, 3), torch.float32, alt_shape=(7, 6)), outputs=2, mode="auto"),
+        ALL_BACKENDS,
+    ),
+    "uint8_all_any": (
+        _uint8_all_any,
+        _program(InputSpec("a0", (4, 5), torch.uint8, values="edge"), outputs=4),
+        ALL_BACKENDS,
+    ),
+    "negative_scalar_of_uint8": (
+        _negative_scalar_of_uint8,
+        _program(InputSpec("a0", (4, 5), torch.uint8), outputs=3),
+        ALL_BACKENDS,
+    ),
+    "guarded_broadcast": (
+        _guarded_broadcast,
+        _program(InputSpec("a1", (3,), torch.float32), mode="dynamic"),
+        ALL_BACKENDS,
+    ),
+    "integer_nansum": (
+        _integer_nansum,
+        _program(
+            InputSpec("a0", (), torch.int64), InputSpec("a1", (4, 5), torch.int64), outputs=3
+        ),
+        ALL_BACKENDS,
+    ),
+    "variance_gradient": (
+        _variance_gradient,
+        _program(
+            InputSpec("a0", (5, 4), torch.float64, grad=True, alt_shape=(7, 6)),
+            outputs=3, train=True, mode="dynamic",
+        ),
+        CPU_BACKENDS,
+    ),
+    "overwritten_reduction": (
+        _overwritten_reduction,
+        _program(InputSpec("a0", (3,), torch.float32), InputSpec("a3", (3, 3), torch.int64)),
+        ALL_BACKENDS,
+    ),
+    "empty_slice_past_the_end": (
+        _empty_slice_past_the_end,
+        _program(
+            InputSpec("a0", (1, 1), torch.bfloat16, layout="strided"),
+            InputSpec("a1", (2,), torch.bool),
+            outputs=2,
+        ),
+        CPU_BACKENDS,
+    ),
+    "float64_silu": (
+        _float64_silu,
+        _program(InputSpec("a0", (2, 8), torch.float64), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "saved_overlapping_view": (
+        _saved_overlapping_view,
+        _program(InputSpec("a2", (8, 16, 1), torch.float32, grad=True), train=True),
+        CPU_BACKENDS,
+    ),
+    "saved_sort_of_transposed": (
+        _saved_sort_of_transposed,
+        _program(
+            InputSpec("a2", (17, 1, 17), torch.float32, layout="transposed", grad=True),
+            train=True,
+        ),
+        CPU_BACKENDS,
     ),
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from polyduct.conformance.opinfo import opinfo_cases, run_case
 from polyduct.plugins import load
@@ -46,3 +47,17 @@ def test_opinfo_sample_matches_eager(
     assert case_id in cases, f"{case_id} is no longer an OpInfo case of the sweep"
     result = run_case(cases[case_id], kernels)  # type: ignore[arg-type]
     assert result.status == "pass", f"{kernels} {case_id}: {result.detail}"
+
+
+@pytest.mark.parametrize("kernels", _cpu_backends())
+def test_effectful_linalg_runs_its_error_check(kernels: str, isolated_cache: Path) -> None:
+    # linalg.inv's graph threads an effect token through `aten._linalg_check_errors`
+    # (`with_effects`): it once failed to lower on every backend.
+    def inverse(a: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.inv(a) * 2
+
+    compiled = torch.compile(inverse, backend="polyduct", options={"kernels": kernels})
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(0)) + 4 * torch.eye(4)
+    torch.testing.assert_close(compiled(a), inverse(a))
+    with pytest.raises(torch.linalg.LinAlgError, match="linalg.inv"):
+        compiled(torch.zeros(4, 4))

@@ -13,6 +13,7 @@ import torch
 from test_reference import _pw_buffers, buf, randn, run
 
 from polyduct.errors import KernelIndexError
+from polyduct.reference import memory as rm
 
 
 @pytest.fixture(autouse=True)
@@ -90,3 +91,13 @@ def test_atomic_add_accumulates_duplicates() -> None:
     )
     run((6,), (), [("outer", body)], buffers, (idx, src, out))
     torch.testing.assert_close(out, torch.zeros(3).index_add(0, idx, src))
+
+
+def test_a_load_of_one_element_is_a_copy() -> None:
+    """A value loaded at a constant index and stored back in place (an in-place kernel that
+    copies): the load was a view of the buffer, and torch refused the aliasing store."""
+    flat = torch.tensor([3.0, 4.0])
+    value = rm.load(flat, 0)
+    rm.store(flat, 0, value)
+    flat[0] = 5.0
+    assert value.item() == 3.0

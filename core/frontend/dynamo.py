@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.fx
 from torch._dynamo.backends.common import aot_autograd
+from torch._functorch import config as functorch_config
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
 from polyduct.cudagraphs import CudaGraphed
@@ -62,7 +63,10 @@ def polyduct_backend(
         decompositions=compilation.decompositions(),
         keep_inference_input_mutations=False,
     )
-    return backend(gm, example_inputs)
+    # Effect tokens (linalg's error checks) are made and consumed inside the graph, as library
+    # calls, not passed in: the runtime passes None where the graph's token input would be.
+    with functorch_config.patch(unlift_effect_tokens=True):
+        return backend(gm, example_inputs)
 
 
 def _static_inputs() -> frozenset[int]:

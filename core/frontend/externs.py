@@ -23,9 +23,15 @@ from polyduct.wrapper_ir import Ref
 
 
 def extern_call(
-    graph: IRGraph, node: torch.fx.Node, op: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+    graph: IRGraph,
+    node: torch.fx.Node,
+    op: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    effect_only: bool = False,
 ) -> Any:
-    """Lower `node` as a library call of aten `op`; returns its result value(s)."""
+    """Lower `node` as a library call of aten `op`; returns its result value(s) (none when
+    `effect_only`: the call runs for its effect, whatever `node` returns)."""
     views: list[tuple[str, StorageView]] = []
     fx_args = node.args if len(node.args) == len(args) else (None,) * len(args)
     c_args = tuple(
@@ -36,7 +42,7 @@ def extern_call(
         for k, v in kwargs.items()
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
-    val = node.meta.get("val")
+    val = None if effect_only else node.meta.get("val")
     result = graph.new_name("extern")
     if isinstance(val, torch.Tensor):
         out = graph.add_buffer("extern", meta_layout(val), result)

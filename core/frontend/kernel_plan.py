@@ -79,6 +79,8 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
             existing.update(item.outputs)
             continue
         kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing, fresh)
+        if not any(b.role in ("out", "inout") for b in kernel.spec.buffers):
+            continue  # its results are overwritten before anything reads them (`v.fill_(0)`)
         existing.update(b.name for b in kernel.spec.buffers)
         twin = keys.twin(kernel.spec)
         if twin is None:

@@ -23,6 +23,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
 from polyduct.frontend.externs import extern_call, transfer
+from polyduct.frontend.output_views import eager_strided, overlapping_view
 from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
@@ -261,7 +262,7 @@ class GraphLowering:
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):
                 raise LoweringError("output", node.name, f"graph output {outs!r} is not a sequence")
-            values = self._args(outs)
+            values = [overlapping_view(self, a) or v for a, v in zip(outs, self._args(outs), strict=True)]
             metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
             self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]
             return None
@@ -307,10 +308,15 @@ class GraphLowering:
     def _output(self, value: Any, meta: Any) -> Any:
         """A graph output in memory with eager's strides (gaps and stride-0 dims included):
         backward graphs assert the strides their saved tensors were traced with."""
-        if not isinstance(value, (Lazy, StorageView)):
-            return value
-        stored = realize_like_eager(self.graph, value, meta)
-        if isinstance(meta, torch.Tensor) and meta.device.type != stored.layout.device:
+        if isinstance(value, Lazy):
+            stored = realize_like_eager(self.graph, value, meta)
+        else:
+            stored = eager_strided(self.graph, value, meta)
+        if (
+            isinstance(stored, StorageView)
+            and isinstance(meta, torch.Tensor)
+            and meta.device.type != stored.layout.device
+        ):
             return transfer(self.graph, stored, meta.device)  # see _moved_scalars
         return stored
 

@@ -1,4 +1,5 @@
-"""Other lowerings: factories (full, arange, scalar_tensor), cat, constant padding and copies.
+"""Other lowerings: factories (full, arange, scalar_tensor), cat, constant padding, copies, and
+ops torch threads an effect token through.
 
 All of them are pointwise `Lazy` values: factories compute their data from the index with
 `value_expr` / `index_expr`, cat and padding select between masked loads by the output index.
@@ -12,7 +13,9 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
+from polyduct.errors import LoweringError
+from polyduct.frontend.externs import extern_call
+from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn, op_name
 from polyduct.frontend.values import Ops, _scalar, cast, is_tensor, lazy, operand
 from polyduct.ir import Expr, Lazy, TensorValue
 
@@ -172,6 +175,18 @@ def copy(ctx: LoweringContext, dst: TensorValue, src: Any, non_blocking: bool = 
     return lazy(ctx.out_size(), dst.dtype, ctx.device, load, src)
 
 
+def with_effects(ctx: LoweringContext, token: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """An effectful op (`aten._linalg_check_errors`, which raises on a singular matrix, after
+    linalg.inv or cholesky) runs as a library call in graph order; the token passes through."""
+    name = op_name(op)
+    val = ctx.meta
+    if isinstance(val, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in val[1:]):
+        raise LoweringError(name, ctx.node.name, "an effectful op with tensor results")
+    ctx.report.add(name, "effectful op: library call")
+    extern_call(ctx.graph, ctx.node, name, args, kwargs, effect_only=True)
+    return (token,)
+
+
 def table() -> dict[str, LoweringFn]:
     """The remaining lowerings, by aten overload name."""
     return {
@@ -184,4 +199,5 @@ def table() -> dict[str, LoweringFn]:
         "aten.cat.default": cat,
         "aten.constant_pad_nd.default": constant_pad_nd,
         "aten.copy.default": copy,
+        "with_effects": with_effects,
     }

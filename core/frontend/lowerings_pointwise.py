@@ -12,7 +12,7 @@ import torch
 from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
 from polyduct.frontend.values import (
     Ops,
-    converted,
+    cast,
     is_tensor,
     lazy,
     map_values,
@@ -372,19 +372,24 @@ def _gelu(ctx: LoweringContext, x: Any, approximate: str = "none") -> Any:
 
     if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise Fallback(f"gelu on {x.dtype}")
-    lowered = map_values(ctx, (x,), torch.float32, exact if approximate == "none" else tanh)
-    return _convert_to(ctx, lowered)
+    formula = exact if approximate == "none" else tanh
+    out = ctx.out_dtype()
+
+    def apply(ops: Ops, v: Any) -> Any:
+        return cast(ops, formula(ops, v), torch.float32, out)
+
+    return map_values(ctx, (x,), torch.float32, apply)
 
 
 def _silu(ctx: LoweringContext, x: Any) -> Any:
+    """x * sigmoid(x), computed in float32 (float64 in float64) and rounded to x's dtype."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    out = ctx.out_dtype()
+
     def apply(ops: Ops, v: Any) -> Any:
-        return ops.mul(v, ops.sigmoid(v))
+        return cast(ops, ops.mul(v, ops.sigmoid(v)), compute, out)
 
-    return _convert_to(ctx, map_values(ctx, (x,), torch.float32, apply))
-
-
-def _convert_to(ctx: LoweringContext, value: Any) -> Any:
-    return converted(value, ctx.out_dtype())
+    return map_values(ctx, (x,), compute, apply)
 
 
 def _frac(ctx: LoweringContext, x: Any) -> Any:

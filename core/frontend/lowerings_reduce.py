@@ -100,8 +100,6 @@ def _simple(rtype: ReductionType) -> LoweringFn:
     ) -> Any:
         out = ctx.out_dtype()
         src = out if rtype in ("sum", "prod") else x.dtype
-        if rtype == "any":
-            src = torch.bool
         (buf,) = reduce_into(ctx, x, dims, keepdim, rtype, src, _acc(src), [out])
         return buf
 
@@ -271,20 +269,30 @@ def _std(
     return lazy(var.size, var.dtype, var.device, load, var)
 
 
+def _any(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
+    """any(x) as bool, cast to the result dtype (uint8 for a uint8 input, as eager)."""
+    (anyb,) = reduce_into(ctx, x, dims, keepdim, "any", torch.bool, torch.bool, [torch.bool])
+    out = ctx.out_dtype()
+    return anyb if out == torch.bool else _as_dtype(anyb, out, invert=False)
+
+
 def _all(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
-    src = x.dtype
+    """all(x) = not any(not x), cast to the result dtype (uint8 for a uint8 input, as eager)."""
 
     def load_not(ops: Ops, idx: Sequence[Expr]) -> Any:
         return ops.logical_not(x.load(ops, idx))
 
     negated = lazy(x.size, torch.bool, x.device, load_not, x)
-    _ = src
     (anyb,) = reduce_into(ctx, negated, dims, keepdim, "any", torch.bool, torch.bool, [torch.bool])
+    return _as_dtype(anyb, ctx.out_dtype(), invert=True)
 
+
+def _as_dtype(flag: TensorValue, out: torch.dtype, invert: bool) -> Any:
     def load(ops: Ops, idx: Sequence[Expr]) -> Any:
-        return ops.logical_not(anyb.load(ops, idx))
+        value = flag.load(ops, idx)
+        return cast(ops, ops.logical_not(value) if invert else value, torch.bool, out)
 
-    return lazy(anyb.size, torch.bool, x.device, load, anyb)
+    return lazy(flag.size, out, flag.device, load, flag)
 
 
 def table() -> dict[str, LoweringFn]:
@@ -295,9 +303,9 @@ def table() -> dict[str, LoweringFn]:
         "aten.prod.dim_int": _simple("prod"),
         "aten.amax.default": _simple("max"),
         "aten.amin.default": _simple("min"),
-        "aten.any.dim": _simple("any"),
-        "aten.any.dims": _simple("any"),
-        "aten.any.default": _simple("any"),
+        "aten.any.dim": _any,
+        "aten.any.dims": _any,
+        "aten.any.default": _any,
         "aten.all.dim": _all,
         "aten.all.dims": _all,
         "aten.all.default": _all,

@@ -21,11 +21,28 @@ def sym_expr(value: Any) -> sympy.Expr:
     """
     if type(value) is int:
         return _integer(value)
-    if isinstance(value, (torch.SymInt, torch.SymFloat)):  # a float of sizes: a scale factor
+    if isinstance(value, torch.SymInt):
+        return _from_torch(_guarded_constant(value))
+    if isinstance(value, torch.SymFloat):  # a float of sizes: a scale factor
         return _from_torch(value.node.expr)
     if isinstance(value, (int, sympy.Expr)):
         return sympy.sympify(value)
     raise TypeError(f"not a size: {value!r}")
+
+
+def _guarded_constant(value: torch.SymInt) -> sympy.Expr:
+    """The SymInt's expression, or the constant the trace's guards make it.
+
+    A reshape's `-1` of a dynamic size, `(s0//3)`, that was broadcast against `2*s0` is 1: torch
+    guarded `Eq((s0//3), 1)` while tracing, and a kernel must not index that dim by position.
+    """
+    node = value.node
+    expr = node.expr
+    if expr.is_number or isinstance(expr, sympy.Symbol) or not node.has_hint():
+        return expr
+    hint = sympy.Integer(int(node.hint))
+    known = node.shape_env._maybe_evaluate_static(sympy.Eq(expr, hint))
+    return hint if known is sympy.true else expr
 
 
 @functools.lru_cache(maxsize=1024)
@@ -50,6 +67,8 @@ def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:
         return FloorDiv(*args)
     if isinstance(expr, torch_fns.ModularIndexing):
         return ModularIndexing(*args)
+    if isinstance(expr, torch_fns.PythonMod):  # a roll's shift modulo a dynamic size
+        return sympy.Mod(*args)
     rounded = _rounded_quotient(expr, args, torch_fns)
     if rounded is not None:
         return rounded

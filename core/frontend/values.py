@@ -71,7 +71,10 @@ def _scalar(value: Any, dtype: torch.dtype) -> bool | int | float:
         return bool(value)
     if dtype.is_floating_point:
         return float(value)
-    return int(value)
+    # As torch converts a Python scalar: wrapped into the dtype's range (-2 as uint8 is 254).
+    bits = torch.iinfo(dtype).bits
+    wrapped = int(value) & ((1 << bits) - 1)
+    return wrapped - (1 << bits) if dtype.is_signed and wrapped >> (bits - 1) else wrapped
 
 
 def cost(*values: Any) -> int:

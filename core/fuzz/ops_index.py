@@ -57,8 +57,10 @@ def _put(g: Gen, x: Val, d: int, form: str) -> Emit | None:
         return Emit(f"{x.name}[{':, ' * d}{idx}]", x.exact)
     if form == "index_add":
         idx = g.index_input((n,), size)
-        return Emit(f"torch.index_add({x.name}, {d}, {idx}, {x.name}.narrow({d}, 0, {n}), "
-                    f"alpha=2)", None if x.exact else False)
+        # torch's own decomposition of a bool index_add with alpha adds a long (aot_eager fails)
+        alpha = "" if x.meta.dtype == torch.bool else ", alpha=2"
+        return Emit(f"torch.index_add({x.name}, {d}, {idx}, {x.name}.narrow({d}, 0, {n})"
+                    f"{alpha})", None if x.exact else False)
     accumulate = g.chance(0.4)
     n = g.rng.randint(1, x.shape[0])
     idx = g.index_input((n,), x.shape[0], perm_dim=None if accumulate else 0)

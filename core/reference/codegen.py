@@ -57,6 +57,8 @@ def _prologue(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
     lines = [
         f"DEVICE = {device}",
         f"OUTER = ({''.join(o + ', ' for o in outer)})",
+        "if 0 in OUTER:  # no point to compute (a loop of no iterations): no load, no check",
+        "    return None",
         f"SHAPE = OUTER + ({rsize},)",
         f"*xs, {flat_r} = rm.index_vars(SHAPE, DEVICE)",
     ]

@@ -54,7 +54,8 @@ def load(
     if buf.numel() == 0:
         return torch.zeros(idx.shape, dtype=compute(buf.dtype), device=buf.device)
     check_index(kernel, name, idx, buf.numel())
-    return buf[idx].to(compute(buf.dtype))
+    # a copy even for one element (`buf[0-d index]` is a view, which a later store would alias)
+    return torch.take(buf, idx).to(compute(buf.dtype))
 
 
 def store(

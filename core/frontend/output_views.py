@@ -1,0 +1,61 @@
+"""Graph outputs in eager's layout where a backward graph would assert it.
+
+A computed buffer (a sort's values, row-major) is copied into eager's dense strides when they
+differ (a sort of a transposed input keeps its layout in eager).
+
+A training graph may save `v.unfold(0, 6, 2)` of a computed `v` for its backward: eager's saved
+tensor is a view whose windows share memory, and the backward graph asserts its strides. Such a
+layout cannot be written element by element, so the view's base is computed into memory (with
+eager's strides) and the view is lowered again over it: the output is that view of the buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+import torch.fx
+
+from polyduct.frontend.sizes import (
+    broadcast_of_dense,
+    eager_layout,
+    non_overlapping,
+    realize_like_eager,
+)
+from polyduct.ir import IRGraph, Lazy, StorageView
+
+
+class _Lowering(Protocol):
+    graph: IRGraph
+    env: dict[torch.fx.Node, Any]
+
+    def _call(self, node: torch.fx.Node) -> Any: ...
+
+
+def overlapping_view(lowering: _Lowering, arg: Any) -> StorageView | None:
+    """The output `arg` as a view of its realised base, when eager's result overlaps itself;
+    None when it does not (or it is not a view of a node's value)."""
+    if not isinstance(arg, torch.fx.Node) or not getattr(arg.target, "is_view", False):
+        return None
+    meta = arg.meta.get("val")
+    if not isinstance(meta, torch.Tensor) or non_overlapping(meta) or broadcast_of_dense(meta):
+        return None
+    base = arg.args[0] if arg.args else None
+    if not isinstance(base, torch.fx.Node) or not isinstance(lowering.env.get(arg), Lazy):
+        return None
+    value = lowering.env[base]
+    if isinstance(value, Lazy):
+        lowering.env[base] = realize_like_eager(lowering.graph, value, base.meta.get("val"))
+    result = lowering._call(arg)
+    return result if isinstance(result, StorageView) else None
+
+
+def eager_strided(graph: IRGraph, value: Any, meta: Any) -> Any:
+    """A computed output in eager's strides when they are dense and differ from its own."""
+    if not isinstance(value, StorageView) or graph.buffers[value.buffer].kind != "computed":
+        return value
+    layout = eager_layout(value, meta)
+    if layout is None or layout.stride == value.layout.stride:
+        return value
+    copy = Lazy(tuple(value.size), value.dtype, value.device, value.load, 1)
+    return graph.realize(copy, layout)
