@@ -53,7 +53,8 @@ def _cold_worker(name: str, dtype: str, variant: str) -> None:
     if variant.startswith("polyduct"):
         from polyduct_triton import precompile
 
-        precompile.start(timeout=120)
+        # polyduct-serial runs with no workers (its compile_workers option is 0, from the env)
+        precompile.start(timeout=120, workers=0 if variant == "polyduct-serial" else None)
     elif variant == "inductor":
         from torch._inductor.async_compile import AsyncCompile
 

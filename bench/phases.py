@@ -65,11 +65,11 @@ def install() -> None:
 
     _DYNAMO_BEFORE.update({k: len(v) for k, v in compilation_time_metrics.items()})
     try:
-        from polyduct.frontend import dynamo
+        from polyduct.pipeline import Compilation
         from polyduct_triton.backend import TritonBackend
     except ImportError:
         return
-    dynamo.compile_graph = TRACER.wrap("compile_graph", dynamo.compile_graph)  # type: ignore[attr-defined]
+    Compilation.compile_graph = TRACER.wrap("compile_graph", Compilation.compile_graph)  # type: ignore[method-assign]
     TritonBackend.codegen = TRACER.wrap("triton codegen", TritonBackend.codegen)
     load = TritonBackend.load
 

@@ -98,7 +98,7 @@ class _Exported:
         if self.compiler == "inductor":
             inductor: Callable[..., Any] = torch._inductor.compile(exported.module(), list(args))
             return inductor
-        from polyduct.frontend.compile import compile_exported
+        from polyduct.frontend.export import compile_exported
 
         return compile_exported(exported, {"kernels": self.compiler})
 

@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-__version__ = "0.1.0"
+from polyduct.version import __version__
+
+__all__ = ["__version__", "compile"]
 
 
 def compile(
     exported: torch.export.ExportedProgram, options: Mapping[str, Any] | None = None
 ) -> Callable[..., Any]:
     """Compile a `torch.export` program with polyduct; options as for torch.compile's."""
-    from polyduct.frontend.compile import compile_exported
+    from polyduct.frontend.export import compile_exported
 
     return compile_exported(exported, options)

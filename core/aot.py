@@ -24,6 +24,7 @@ from torch.utils import _pytree as pytree
 
 from polyduct import plugins as plugin_mod
 from polyduct.cache import import_module_file
+from polyduct.environment import snapshot
 from polyduct.errors import InvalidOption, PackageError
 from polyduct.kernel import KernelFn, KernelSource
 from polyduct.package_format import read_package, runtime_facts, write_package
@@ -97,7 +98,7 @@ def _package_kernels(
         by_backend.setdefault(src.backend, []).append(src)
     used: dict[str, dict[str, Any]] = {}
     for name, group in sorted(by_backend.items()):
-        # kernel_options belong to the program's kernel backend (compile.py's `backend_opts`)
+        # kernel_options belong to the program's kernel backend (pipeline.Compilation.kernel_options)
         chosen = name == opts.kernels or (opts.kernels == "auto" and len(by_backend) == 1)
         backend_opts = dict(opts.kernel_options) if chosen else {}
         files = plugins.kernel_backend(name, backend_opts).package(group)
@@ -255,11 +256,13 @@ def _packaged_loader(backends: Mapping[str, Mapping[str, Any]], root: Path) -> K
     strict = plugin_mod.PluginOptions.from_env().strict
     only = frozenset(str(b["distribution"]) for b in backends.values())
     plugins = plugin_mod.load(plugin_mod.PluginOptions(strict=strict, only=only))
+    env = snapshot()  # loading a package is an entry: backends' declared variables are read here
 
     def load_kernels(defs: Sequence[KernelDefinition]) -> dict[str, KernelFn]:
         loaded: dict[str, KernelFn] = {}
         for name in sorted({d.backend for d in defs}):
-            backend = plugins.kernel_backend(name, dict(backends[name]["options"]))
+            options = {**plugins.environment_options(name, env), **backends[name]["options"]}
+            backend = plugins.kernel_backend(name, options)
             group = [KernelSource(d.name, d.backend, d.source) for d in defs if d.backend == name]
             loaded.update(backend.load_packaged(group, root / name))
         return loaded

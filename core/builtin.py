@@ -45,6 +45,8 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
             backend_cls=ReferenceBackend,
             factory=_reference_factory,
             description="pure-Python oracle: evaluates each op with torch tensors",
+            # the last resort for kernels="auto" on any device it runs on
+            defaults=dict.fromkeys(ReferenceBackend.caps.devices, 0),
         )
     ]
 
@@ -60,5 +62,6 @@ def polyduct_wrapper_backends() -> list[WrapperBackendSpec]:
             backend_cls=PythonWrapper,
             factory=_python_wrapper_factory,
             description="readable Python module, dumpable and runnable standalone",
+            environment={"dump": "POLYDUCT_DUMP"},
         )
     ]

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from types import CodeType, ModuleType
 
+from polyduct.environment import process_value
 from polyduct.errors import CodegenError
 from polyduct.remote_cache import RemoteCache, default_remote
 
@@ -53,7 +54,7 @@ class CacheError(CodegenError):
 
 def default_root() -> Path:
     """Where the cache lives unless a `Cache` is given another root."""
-    if env := os.environ.get("POLYDUCT_CACHE_DIR"):
+    if env := process_value("POLYDUCT_CACHE_DIR"):
         return Path(env)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "polyduct"

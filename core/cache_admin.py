@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from polyduct.cache import KEY_FILE, default_root
+from polyduct.environment import snapshot
 from polyduct.errors import InvalidOption
 
 MAX_SIZE_ENV = "POLYDUCT_CACHE_MAX_SIZE"
@@ -59,8 +60,7 @@ def parse_size(text: str) -> int:
 
 def max_size(environ: Mapping[str, str] | None = None) -> int:
     """The size cap from the environment, else 4 GiB."""
-    env = os.environ if environ is None else environ
-    value = env.get(MAX_SIZE_ENV, "")
+    value = snapshot(environ).get(MAX_SIZE_ENV, "")
     return parse_size(value) if value else DEFAULT_MAX_SIZE
 
 

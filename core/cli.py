@@ -44,6 +44,9 @@ def _print_backends(plugins: Plugins, verbose: bool, out: TextIO) -> None:
         caps = spec.backend_cls.caps
         print(f"  {name:<12} {plugins.kernel_backends.origin(name)}", file=out)
         print(f"      devices: {', '.join(sorted(caps.devices))}", file=out)
+        if spec.defaults:
+            ranked = ", ".join(f"{d} ({p})" for d, p in sorted(spec.defaults.items()))
+            print(f"      default for (priority): {ranked}", file=out)
         print(f"      dtypes:  {_dtype_summary(caps.dtypes)}", file=out)
         if caps.unsupported:
             print(f"      unsupported ops: {', '.join(sorted(caps.unsupported))}", file=out)
@@ -84,6 +87,7 @@ def backends_json(plugins: Plugins) -> dict[str, object]:
                 "name": name,
                 **origin(plugins.kernel_backends, name),
                 "devices": sorted(caps.devices),
+                "defaults": dict(sorted(spec.defaults.items())),
                 "dtypes": sorted(str(d).removeprefix("torch.") for d in caps.dtypes),
                 "unsupported": dict(sorted(caps.unsupported.items())),
                 "description": spec.description,

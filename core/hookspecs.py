@@ -25,12 +25,22 @@ Options = Mapping[str, Any]
 
 @dataclass(frozen=True)
 class KernelBackendSpec:
-    """A kernel backend: its name, its class (checked for completeness) and how to build it."""
+    """A kernel backend: its name, its class (checked for completeness) and how to build it.
+
+    `defaults`: device type -> priority for the devices this backend is the default for
+    (`kernels="auto"` takes the installed backend of highest priority for the graph's device; the
+    same order picks a stand-in for a kernel using an op its backend declares unsupported).
+    `environment`: option name -> environment variable: the entry reads each variable that is set
+    and passes its text as that option, unless the compile's options set it
+    (docs/environment.md lists every variable).
+    """
 
     name: str
     backend_cls: type[KernelBackend]
     factory: Callable[[Options], KernelBackend]
     description: str = ""
+    defaults: Mapping[str, int] = field(default_factory=dict)
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class WrapperBackendSpec:
     backend_cls: type[WrapperBackend]
     factory: Callable[[Options], WrapperBackend]
     description: str = ""
+    environment: Mapping[str, str] = field(default_factory=dict)  # as KernelBackendSpec's
 
 
 @dataclass(frozen=True)

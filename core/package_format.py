@@ -23,8 +23,8 @@ from typing import Any, Final
 
 import torch
 
-from polyduct import __version__
 from polyduct.errors import PackageError
+from polyduct.version import __version__
 
 FORMAT: Final = "polyduct-aot"
 FORMAT_VERSION: Final = 1

@@ -7,17 +7,17 @@ names several distributions claimed. The record lives in the cache (namespace `p
 keyed by the installed distributions, their versions and entry points, so installing, removing
 or upgrading one starts over. Later, `load_for` imports only the distributions that registered a
 backend the compile asks for, or any lowering or override set (those apply to every compile), and
-every claimant of a contested name it asks for, so the refusal is the same. A plugin that failed
+every claimant of a contested name it asks for, so the refusal is the same; `AUTO` in the names
+asks for every distribution with a kernel backend that declares device defaults. A plugin that failed
 to import (a hang past the time limit included) registered nothing: later compiles skip it, and
 report its recorded error as if they had met it.
-`POLYDUCT_PLUGIN_INDEX=0` loads everything every time.
+`use_index=False` (`POLYDUCT_PLUGIN_INDEX=0`) loads everything every time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Collection
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -26,17 +26,21 @@ from typing import Any
 from polyduct.cache import Cache, CacheError, default_root
 from polyduct.plugins import LoadError, PluginOptions, Plugins, entries, load
 
-NAMESPACE = "plugin-index-2"
+NAMESPACE = "plugin-index-3"
 INDEX_FILE = "index.json"
 ENV = "POLYDUCT_PLUGIN_INDEX"
 ALWAYS = ("lowering", "override set")  # kinds every compile uses
+AUTO = "auto"  # the name `kernels="auto"` needs: every backend that is a default for a device
+_DEFAULTS = "device defaults"
 
 
-def load_for(needs: Collection[str], options: PluginOptions | None = None) -> Plugins:
+def load_for(
+    needs: Collection[str], options: PluginOptions | None = None, use_index: bool = True
+) -> Plugins:
     """Plugins for a compile using the backends named in `needs`: only the distributions that
     provide them (and every lowering and override set), where the index knows them."""
     opts = options if options is not None else PluginOptions.from_env()
-    if os.environ.get(ENV, "1").strip() in ("0", "false", "no"):
+    if not use_index:
         return load(opts)
     fingerprint = _fingerprint(opts)
     cache = Cache(default_root())
@@ -87,6 +91,9 @@ def index_of(plugins: Plugins) -> dict[str, list[list[str]]]:
         for name in registry.contested():
             for origin in registry.claimants(name):
                 claims.setdefault(origin.distribution, []).append([registry.kind, name])
+    for name, spec in plugins.kernel_backends.items():
+        if spec.defaults:
+            claims[plugins.kernel_backends.origin(name).distribution].append([_DEFAULTS, AUTO])
     return claims
 
 

@@ -10,7 +10,7 @@ raises in a hook or returns a refused item (an incomplete kernel backend, say) i
 
 A name (kernel backend, wrapper backend, lowering, override set) that two distributions register
 is refused for both, each recorded with a message naming them all, unless the user chose one:
-`PluginOptions(choose=(("cpp", "polyduct-cpp"),))`, `POLYDUCT_CHOOSE=cpp=polyduct-cpp`. Entry-point
+`PluginOptions(choose=(("fast", "acme-fast"),))`, `POLYDUCT_CHOOSE=fast=acme-fast`. Entry-point
 names play no part: an entry point is registered with pluggy under its distribution's name too, and
 only what its hooks return names a backend.
 
@@ -19,7 +19,6 @@ This module holds the only untyped `pm.hook` use in polyduct; everything else se
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from typing import Any, TypeVar
 import pluggy
 
 from polyduct import hookspecs
+from polyduct.environment import declared_options, flag, snapshot
 from polyduct.errors import CodegenError, DuplicateName, PluginLoadError
 from polyduct.hookspecs import (
     KernelBackendSpec,
@@ -67,8 +67,8 @@ class PluginOptions:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> PluginOptions:
-        env = os.environ if environ is None else environ
-        strict = env.get(STRICT_ENV, "").strip() not in ("", "0", "false", "no")
+        env = snapshot(environ)
+        strict = flag(env, STRICT_ENV)
         names = [n.strip() for n in env.get(ONLY_ENV, "").split(",") if n.strip()]
         picks = [p.strip().split("=", 1) for p in env.get(CHOOSE_ENV, "").split(",") if "=" in p]
         return cls(
@@ -118,6 +118,11 @@ class Plugins:
     def kernel_backend(self, name: str, options: Mapping[str, Any] | None = None) -> KernelBackend:
         """A new instance of kernel backend `name` (`UnknownName` lists the installed ones)."""
         return self.kernel_backends.get(name).factory(options or {})
+
+    def environment_options(self, name: str, env: Mapping[str, str]) -> dict[str, Any]:
+        """The options kernel backend `name` takes from the variables it declares
+        (`KernelBackendSpec.environment`) as set in `env`, an entry's environment snapshot."""
+        return declared_options(self.kernel_backends.get(name).environment, env, {})
 
     def wrapper_backend(
         self, name: str, options: Mapping[str, Any] | None = None
@@ -391,5 +396,9 @@ def load(options: PluginOptions | None = None) -> Plugins:
 
 
 def default_kernel_loader() -> KernelLoader:
-    """Kernel loader over the installed plugins with default options (standalone wrappers)."""
-    return load().kernel_loader()
+    """Kernel loader over the installed plugins for a standalone wrapper module, an entry of its
+    own: default options, plus what each backend's declared environment variables set."""
+    plugins, env = load(), snapshot()
+    return plugins.kernel_loader(
+        {n: plugins.environment_options(n, env) for n in plugins.kernel_backends}
+    )

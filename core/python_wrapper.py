@@ -16,7 +16,6 @@ from __future__ import annotations
 import builtins
 import keyword
 import math
-import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,12 +27,12 @@ import sympy
 import torch
 from typing_extensions import assert_never
 
-from polyduct import __version__
 from polyduct.cache import Cache, default_cache, import_module_file
 from polyduct.codegen import IndentedBuffer, PythonNames, string_literal
 from polyduct.errors import InvalidOption, WrapperError
 from polyduct.indexing import PythonIndexPrinter
-from polyduct.wrapper import KernelLoader, WrapperBackend
+from polyduct.version import __version__
+from polyduct.wrapper import Built, KernelLoader, WrapperBackend
 from polyduct.wrapper_ir import (
     Allocate,
     Comment,
@@ -82,7 +81,6 @@ __all__ = [
     "resolve_op",
 ]
 
-DUMP_ENV = "POLYDUCT_DUMP"
 NAME = "python"
 # What generated modules import from here, and every other name they define at module level
 _RUNTIME_NAMES = (
@@ -97,21 +95,21 @@ _RESERVED = frozenset({
 
 @dataclass(frozen=True, slots=True)
 class PythonWrapperOptions:
-    """Options of the Python wrapper; `from_mapping` reads POLYDUCT_DUMP when `dump` is unset."""
+    """Options of the Python wrapper: `dump` prints each built module's path and source (the entry
+    passes `POLYDUCT_DUMP` as `dump` when the options leave it unset)."""
 
     dump: bool = False
     cache: Cache | None = None
 
     @classmethod
-    def from_mapping(
-        cls, options: Mapping[str, Any], environ: Mapping[str, str] | None = None
-    ) -> PythonWrapperOptions:
-        env = os.environ if environ is None else environ
+    def from_mapping(cls, options: Mapping[str, Any]) -> PythonWrapperOptions:
         unknown = set(options) - {"dump", "cache"}
         if unknown:
             first = min(unknown)
             raise InvalidOption(NAME, first, options[first], "one of: dump, cache")
-        dump = options.get("dump", env.get(DUMP_ENV, "") not in ("", "0"))
+        dump = options.get("dump", False)
+        if isinstance(dump, str):  # from the environment
+            dump = dump.strip() not in ("", "0")
         cache = options.get("cache")
         if cache is not None and not isinstance(cache, Cache):
             raise InvalidOption(NAME, "cache", cache, "a polyduct.cache.Cache")
@@ -459,6 +457,11 @@ class PythonWrapper(WrapperBackend):
 
     def render(self, program: WrapperProgram) -> str:
         return _render_module(program)
+
+    def make(self, program: WrapperProgram, load_kernels: KernelLoader) -> Built:
+        # the wrapper's `call` itself is what runs: one Python frame less on every call
+        module = self.build(program, load_kernels)
+        return Built(module.fn, module.source, module.path)
 
     def build(self, program: WrapperProgram, load_kernels: KernelLoader) -> CompiledModule:
         source = self.render(program)

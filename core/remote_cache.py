@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, final
 
+from polyduct.environment import process_value
 from polyduct.errors import InvalidOption
 
 REMOTE_ENV: Final = "POLYDUCT_REMOTE_CACHE"
@@ -314,5 +315,5 @@ def store(url: str) -> RemoteCache:
 
 def default_remote() -> RemoteCache | None:
     """The configured store, else the one `POLYDUCT_REMOTE_CACHE` names, else None."""
-    url = _CONFIGURED.get("url") or os.environ.get(REMOTE_ENV)
+    url = _CONFIGURED.get("url") or process_value(REMOTE_ENV)
     return store(url) if url else None

@@ -4,12 +4,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from polyduct.kernel import KernelFn
 from polyduct.wrapper_ir import KernelDefinition, WrapperProgram
 
 KernelLoader = Callable[[Sequence[KernelDefinition]], dict[str, KernelFn]]
+
+
+@dataclass(frozen=True, slots=True)
+class Built:
+    """What `WrapperBackend.make` returns: the callable to run per call, its readable text, and
+    the file holding that text (None when the backend writes none)."""
+
+    fn: Callable[..., Any]
+    source: str
+    path: Path | None = None
 
 
 class WrapperBackend(ABC):
@@ -29,3 +41,8 @@ class WrapperBackend(ABC):
     def render(self, program: WrapperProgram) -> str:
         """Human-readable text of what `build` makes (dumped with POLYDUCT_DUMP / `output_code`)."""
         return "\n".join(repr(line) for line in program.lines)
+
+    def make(self, program: WrapperProgram, load_kernels: KernelLoader) -> Built:
+        """`build`, with the text of what it built (the pipeline's last pass calls this). A
+        backend that renders its text to build overrides this so it renders once."""
+        return Built(self.build(program, load_kernels), self.render(program))

@@ -146,11 +146,11 @@ def test_phases_trace_a_first_call_through_the_triton_backend(
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("the Triton interpreter runs CPU tensors (scripts/test.sh sets it)")
     from bench import phases
-    from polyduct.frontend import dynamo
+    from polyduct.pipeline import Compilation
     from polyduct_triton.backend import TritonBackend
 
     # restored after the test: install() wraps these for the rest of a process
-    monkeypatch.setattr(dynamo, "compile_graph", dynamo.compile_graph)
+    monkeypatch.setattr(Compilation, "compile_graph", Compilation.compile_graph)
     monkeypatch.setattr(TritonBackend, "codegen", TritonBackend.codegen)
     monkeypatch.setattr(TritonBackend, "load", TritonBackend.load)
     monkeypatch.setattr(phases, "TRACER", phases.Tracer())

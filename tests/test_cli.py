@@ -26,6 +26,7 @@ def test_backends_json(capsys: pytest.CaptureFixture[str]) -> None:
     kernels = {k["name"]: k for k in data["kernel_backends"]}
     assert kernels["reference"]["distribution"] == "polyduct"
     assert "float32" in kernels["reference"]["dtypes"] and "cpu" in kernels["reference"]["devices"]
+    assert kernels["reference"]["defaults"] == {"cpu": 0, "cuda": 0}  # the last resort of auto
     assert "python" in {w["name"] for w in data["wrapper_backends"]}
     assert isinstance(data["load_errors"], list)
 

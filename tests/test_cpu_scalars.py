@@ -14,11 +14,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from polyduct.frontend.compile import _schedule_segments, core_lowerings
 from polyduct.frontend.kernel_plan import plan
 from polyduct.frontend.lowering import GraphLowering
+from polyduct.frontend.lowering_table import core_lowerings
 from polyduct.frontend.scheduler import KernelPlan
 from polyduct.ir import ExternNode, IRGraph
+from polyduct.pipeline import schedule_segments
 from polyduct.wrapper_runtime import resolve_op
 
 
@@ -28,7 +29,7 @@ def _planned(fn: Callable[..., Any], *make: Callable[[], torch.Tensor]) -> tuple
     gm = make_fx(fn, tracing_mode="fake")(*inputs)
     lowering = GraphLowering(core_lowerings())
     graph = lowering.run(gm)
-    return graph, plan(graph, _schedule_segments(graph, lowering.barriers))
+    return graph, plan(graph, schedule_segments(graph, lowering.barriers))
 
 
 def _kernel_reads_devices(graph: IRGraph, planned: Any) -> list[tuple[str, set[str]]]:

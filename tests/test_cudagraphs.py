@@ -42,12 +42,11 @@ def test_an_unknown_mode_is_refused() -> None:
 
 def _graphed(device: str, *shapes: tuple[int, ...]) -> tuple[CudaGraphed, Any]:
     """A polyduct-compiled graph of `_fn` wrapped in CudaGraphed (the compiled graph, not Dynamo)."""
-    from polyduct.frontend.compile import compile_graph
-    from polyduct.frontend.options import FrontendOptions
+    from polyduct.pipeline import Compilation
 
     args = [torch.randn(s, device=device) for s in shapes]
     gm = torch.fx.experimental.proxy_tensor.make_fx(lambda *a: (_fn(*a),))(*args)  # AOT's form
-    compiled = compile_graph(gm, args, FrontendOptions())
+    compiled = Compilation.create({}).compile_graph(gm)
     return CudaGraphed(compiled.fn, "test graph"), compiled
 
 

@@ -12,7 +12,7 @@ from test_plugins_hostile import HANGS
 
 from polyduct import plugins
 from polyduct.errors import ContestedName
-from polyduct.plugin_index import load_for
+from polyduct.plugin_index import AUTO, load_for
 from polyduct.plugins import PluginOptions
 
 
@@ -64,12 +64,20 @@ def test_every_claimant_of_a_needed_contested_name_is_loaded(
         load_for({"twin", "python"}).kernel_backend("twin")
 
 
-def test_the_index_can_be_switched_off(
-    make_dist: MakeDist, fresh: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_index_can_be_switched_off(make_dist: MakeDist, fresh: None) -> None:
     fake = make_dist("polyduct-fake", backend_source("fake"))
     other = make_dist("polyduct-other", backend_source("other"))
     load_for({"fake"})
     _forget(fake, other)
-    monkeypatch.setenv("POLYDUCT_PLUGIN_INDEX", "0")
-    assert "other" in load_for({"fake"}, PluginOptions()).kernel_backends
+    assert "other" in load_for({"fake"}, PluginOptions(), use_index=False).kernel_backends
+
+
+def test_auto_loads_the_backends_that_declare_device_defaults(
+    make_dist: MakeDist, fresh: None
+) -> None:
+    fake = make_dist("polyduct-fake", backend_source("fake"))  # declares no defaults
+    load_for({AUTO, "python"})
+    _forget(fake)
+    second = load_for({AUTO, "python"})
+    assert "reference" in second.kernel_backends and "fake" not in second.kernel_backends
+    assert all(spec.defaults for _, spec in second.kernel_backends.items())

@@ -199,7 +199,7 @@ def test_render_is_deterministic(wrapper: PythonWrapper) -> None:
 
 
 def test_dump_prints_path_and_source(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    options = PythonWrapperOptions.from_mapping({"cache": Cache(tmp_path)}, {"POLYDUCT_DUMP": "1"})
+    options = PythonWrapperOptions.from_mapping({"cache": Cache(tmp_path), "dump": "1"})
     assert options.dump
     PythonWrapper(options).build(hostile_program(), load_fresh(PluginOptions()).kernel_loader())
     err = capsys.readouterr().err

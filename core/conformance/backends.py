@@ -20,6 +20,8 @@ def resolve_backend(spec: str) -> tuple[str, KernelBackend]:
         if not isinstance(backend, KernelBackend):
             raise UnknownName("kernel backend", spec, [])
         return backend.name, backend
+    from polyduct.environment import snapshot
     from polyduct.plugins import load
 
-    return spec, load().kernel_backend(spec)
+    plugins = load()  # the suite's entry: the backend's declared variables are read here
+    return spec, plugins.kernel_backend(spec, plugins.environment_options(spec, snapshot()))

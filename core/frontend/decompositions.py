@@ -14,6 +14,8 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
+from polyduct.frontend.lowering_table import core_lowerings
+
 aten = torch.ops.aten
 
 _EXTRA = (
@@ -120,8 +122,6 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
 @functools.cache
 def _table() -> dict[Any, Callable[..., Any]]:
     # built once per process: assembling torch's tables takes ~0.15 s, every compile used to pay it
-    from polyduct.frontend.compile import core_lowerings
-
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(list(_EXTRA)))
     table.update(_PREFERRED)

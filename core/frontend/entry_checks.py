@@ -9,10 +9,11 @@ backend that silently went missing does not look like a slow or wrong compile.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from polyduct.errors import InvalidOption
+from polyduct.plugins import LoadError
 
 MODES: Mapping[str, str] = {
     "default": "",
@@ -54,7 +55,7 @@ def mode_options(mode: str | None) -> Mapping[str, Any]:
     return MODE_OPTIONS.get(mode or "default", {})
 
 
-def warn_load_errors(errors: Any) -> None:
+def warn_load_errors(errors: Sequence[LoadError]) -> None:
     """One warning per plugin that failed to load: its distribution, entry point and error."""
     for error in errors:
         warnings.warn(

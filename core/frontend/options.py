@@ -1,23 +1,27 @@
 """Frontend options: which kernel and wrapper backends, debug checks, lowering overrides.
 
-Built once at the entry point from the `options` mapping of `torch.compile` (and the environment);
-unknown keys and unknown backend names are rejected with the list of what is accepted/installed.
+Built once at the entry point (`polyduct.pipeline.Compilation`) from the `options` mapping of
+`torch.compile` and the environment's snapshot (`polyduct.environment`); unknown keys and unknown
+backend names are rejected with the list of what is accepted/installed.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from polyduct.environment import flag, snapshot
 from polyduct.errors import InvalidOption
 from polyduct.overrides import Scope, validate
+from polyduct.plugins import Plugins
 
 KERNELS_ENV = "POLYDUCT_KERNELS"
 WRAPPER_ENV = "POLYDUCT_WRAPPER"
 DEBUG_ASSERTS_ENV = "POLYDUCT_DEBUG_ASSERTS"
+DUMP_AFTER_ENV = "POLYDUCT_DUMP_AFTER"
+REMOTE_CACHE_ENV = "POLYDUCT_REMOTE_CACHE"
 _KEYS = (
     "kernels",
     "wrapper",
@@ -30,6 +34,7 @@ _KEYS = (
     "overrides",
     "remote_cache",
     "cudagraphs",
+    "dump_after",
 )
 
 
@@ -45,6 +50,8 @@ class FrontendOptions:
     `POLYDUCT_REMOTE_CACHE`; docs/remote-cache.md). It selects no code, so is not in `cache_key`.
     `cudagraphs`: replay each CUDA graph's launches through CUDA graphs (polyduct.cudagraphs);
     `mode="reduce-overhead"` sets it. Not in `cache_key` either: the generated code is the same.
+    `dump_after`: names of pipeline passes (`polyduct.pipeline.PASSES`) after which what the pass
+    made is logged (`TORCH_LOGS="polyduct"`); not in `cache_key`.
     """
 
     kernels: str = "auto"
@@ -58,6 +65,7 @@ class FrontendOptions:
     overrides: Scope | None = None
     remote_cache: str | None = None
     cudagraphs: bool = False
+    dump_after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.overrides is not None and not isinstance(self.overrides, Scope):
@@ -76,7 +84,7 @@ class FrontendOptions:
         cls, options: Mapping[str, Any] | None, environ: Mapping[str, str] | None = None
     ) -> FrontendOptions:
         """Options from a `torch.compile(options=...)` mapping plus the environment."""
-        env = os.environ if environ is None else environ
+        env = snapshot(environ)
         opts = dict(options or {})
         unknown = sorted(set(opts) - set(_KEYS))
         if unknown:
@@ -85,12 +93,17 @@ class FrontendOptions:
             )
         opts.setdefault("kernels", env.get(KERNELS_ENV) or "auto")
         opts.setdefault("wrapper", env.get(WRAPPER_ENV) or "python")
-        opts.setdefault("debug_asserts", env.get(DEBUG_ASSERTS_ENV, "") not in ("", "0"))
+        opts.setdefault("debug_asserts", flag(env, DEBUG_ASSERTS_ENV))
+        opts.setdefault("remote_cache", env.get(REMOTE_CACHE_ENV))
+        passes = opts.get("dump_after", env.get(DUMP_AFTER_ENV, ""))
+        if isinstance(passes, str):
+            passes = [p.strip() for p in passes.split(",") if p.strip()]
+        opts["dump_after"] = tuple(passes)
         return cls(**opts)
 
-    def validate(self, plugins: Any) -> None:
+    def validate(self, plugins: Plugins) -> None:
         """Raise `UnknownName` (listing installed backends) for a backend that is not there."""
-        if self.kernels != "auto":  # "auto": cpp on CPU, triton on CUDA (see compile.py)
+        if self.kernels != "auto":  # "auto": the backends' declared defaults (kernel_choice.py)
             plugins.kernel_backends.get(self.kernels)
         plugins.wrapper_backends.get(self.wrapper)
         if self.overrides is not None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from polyduct.frontend.compile import CompiledGraph
+from polyduct.pipeline import CompiledGraph
 
 
 def compile_fn(

@@ -50,15 +50,14 @@ def test_size_expression_outputs_are_computed_per_call(
     graph under dynamic shapes) returns its value as an int, not the expression."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from polyduct.frontend.compile import compile_graph
-    from polyduct.frontend.options import FrontendOptions
+    from polyduct.pipeline import Compilation
 
     def fn(x: torch.Tensor) -> tuple[torch.Tensor, int, int]:
         return x.sin(), x.shape[0] * x.shape[1] + 1, x.shape[0]
 
     gm = make_fx(fn, tracing_mode="symbolic")(torch.randn(3, 5, device=device))
     kernels, wrapper = backends
-    run = compile_graph(gm, [], FrontendOptions.from_mapping({"kernels": kernels, "wrapper": wrapper}))
+    run = Compilation.create({"kernels": kernels, "wrapper": wrapper}).compile_graph(gm)
     for shape in [(3, 5), (4, 7)]:
         x = torch.randn(*shape, device=device)
         out = run(x)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from polyduct.frontend.compile import CompiledGraph
+from polyduct.pipeline import CompiledGraph
 from polyduct.wrapper_ir import KernelCall
 
 from .helpers import check

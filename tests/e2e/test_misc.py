@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.errors import InputMismatch, UnknownName
-from polyduct.frontend.compile import compile_exported
+from polyduct.frontend.export import compile_exported
 
 from .helpers import assert_same, check, compile_fn
 

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.errors import KernelIndexError
-from polyduct.frontend.compile import CompiledGraph
+from polyduct.pipeline import CompiledGraph
 
 from .helpers import assert_same, check, compile_fn, kernels_of, on, skip_on_cuda
 

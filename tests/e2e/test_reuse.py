@@ -7,7 +7,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from polyduct.frontend.compile import CompiledGraph
+from polyduct.pipeline import CompiledGraph
 from polyduct.wrapper_ir import Allocate, KernelCall, Reuse
 
 from .helpers import check, kernels_of

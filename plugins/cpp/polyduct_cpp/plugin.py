@@ -15,5 +15,6 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
             backend_cls=CppBackend,
             factory=make_backend,
             description="C++ kernels: g++/clang, OpenMP, vectorised loops, ctypes loading",
+            defaults={"cpu": 100},  # kernels="auto" on CPU
         )
     ]

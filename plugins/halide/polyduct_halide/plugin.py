@@ -16,5 +16,6 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
             backend_cls=HalideBackend,
             factory=factory,
             description="Halide pipelines JIT-compiled for the host; default or auto schedules",
+            defaults={},  # chosen by name only: its JIT compiles take seconds per kernel
         )
     ]

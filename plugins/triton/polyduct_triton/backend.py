@@ -31,25 +31,43 @@ _DTYPES = frozenset(
 class TritonOptions:
     """Options of the Triton backend: `interpret` runs kernels in Triton's CPU interpreter;
     `autotune=False` launches every kernel with its heuristic config (one Triton compile per
-    kernel instead of one per candidate: faster to compile, possibly slower to run)."""
+    kernel instead of one per candidate: faster to compile, possibly slower to run).
+    `launcher="triton"` launches through Triton's own launcher, never torch's static CUDA
+    launcher (`POLYDUCT_TRITON_LAUNCHER`); `compile_workers`: how many processes compile kernels
+    ahead of their launch (`POLYDUCT_TRITON_COMPILE_WORKERS`; None: the CPUs less one)."""
 
     interpret: bool = False
     autotune: bool = True
     cache: Cache | None = field(default=None, compare=False)
+    launcher: str = "auto"
+    compile_workers: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("interpret", "autotune"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOption("triton", name, getattr(self, name), "a bool")
+        if self.launcher not in ("auto", "triton"):
+            raise InvalidOption("triton", "launcher", self.launcher, "'auto' or 'triton'")
+        workers = self.compile_workers
+        if workers is not None and (not isinstance(workers, int) or workers < 0):
+            raise InvalidOption("triton", "compile_workers", workers, "a worker count >= 0")
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> TritonOptions:
-        """Build options from a plain mapping; unknown keys are refused."""
-        known = {"interpret", "autotune", "cache"}
+        """Build options from a plain mapping (an environment variable's text included);
+        unknown keys are refused."""
+        known = {"interpret", "autotune", "cache", "launcher", "compile_workers"}
         for key in options:
             if key not in known:
                 raise InvalidOption("triton", key, options[key], f"one of {sorted(known)}")
-        return cls(**dict(options))
+        opts = dict(options)
+        workers = opts.get("compile_workers")
+        if isinstance(workers, str):
+            try:
+                opts["compile_workers"] = int(workers.strip())
+            except ValueError:
+                raise InvalidOption("triton", "compile_workers", workers, "a worker count") from None
+        return cls(**opts)
 
 
 # The longest dim a generated sort network handles; past it sort and topk are library calls. On
@@ -88,12 +106,14 @@ class TritonBackend(KernelBackend):
             path, name = self._write(src)
             # compile workers start on this kernel's heuristic config while this process imports
             # it and writes the next kernel; tuning candidates queue behind every heuristic config
-            early = precompile.ahead(path, name) if _compiles_ahead(src.source) else None
+            workers = self.options.compile_workers
+            early = precompile.ahead(path, name, workers) if _compiles_ahead(src.source) else None
             module = import_module_file(path, name)
             module.TUNING_CACHE = self._cache()  # tuned configs outlive the process
+            module.LAUNCHER = self.options.launcher
             precompile.attach(module, early)
             loaded.append((module, path))
-        precompile.submit(loaded, slice(1, None))
+        precompile.submit(loaded, slice(1, None), self.options.compile_workers)
         return {src.name: m.launch for src, (m, _) in zip(sources, loaded, strict=True)}
 
     def settle(self) -> None:
@@ -111,7 +131,7 @@ class TritonBackend(KernelBackend):
         return package.package_kernels(modules)
 
     def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
-        return package.load_packaged_kernels(sources, files)
+        return package.load_packaged_kernels(sources, files, self.options.launcher)
 
     def _cache(self) -> Cache:
         return self.options.cache or default_cache()

@@ -25,6 +25,7 @@ _SOURCE_ERRORS = tuple(
 _BEST = {}
 # Set by the backend: a polyduct.cache.Cache of tuned configs (None: they live in this process).
 TUNING_CACHE = None
+LAUNCHER = "auto"  # the backend's `launcher` option, set by the module's loader
 
 
 def _cuda_options():
@@ -174,10 +175,8 @@ def _static(compiled, device):
     """(`launch(grid0, stream, args)` through torch's static CUDA launcher, None), or (None,
     why not): torch has none, or it does not take this kernel (launch hooks set, scratch
     memory, other argument types)."""
-    import os
-
-    if os.environ.get("POLYDUCT_TRITON_LAUNCHER") == "triton":
-        return None, "POLYDUCT_TRITON_LAUNCHER=triton"
+    if LAUNCHER == "triton":
+        return None, "launcher='triton'"
     cls = _torch_launcher_class()
     cubins = [p for name, p in getattr(compiled, "metadata_group", {}).items()
               if name.endswith(".cubin")]

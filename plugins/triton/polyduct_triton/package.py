@@ -100,8 +100,11 @@ def _target() -> dict[str, Any]:
     }
 
 
-def load_packaged_kernels(sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
-    """The kernels of `sources` from the packaged files under `files` (no compiler)."""
+def load_packaged_kernels(
+    sources: Sequence[KernelSource], files: Path, launcher: str = "auto"
+) -> dict[str, KernelFn]:
+    """The kernels of `sources` from the packaged files under `files` (no compiler); `launcher`
+    is the backend's option of that name."""
     index = json.loads((files / INDEX).read_text())
     target = index.get("$target")
     if target is not None:
@@ -119,6 +122,7 @@ def load_packaged_kernels(sources: Sequence[KernelSource], files: Path) -> dict[
                 key = ast.literal_eval(text)
                 module._COMPILED[device, key] = packaged.launch(key, device)
         module.PACKAGED = packaged
+        module.LAUNCHER = launcher
         kernels[src.name] = module.launch
     return kernels
 

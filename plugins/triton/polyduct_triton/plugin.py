@@ -23,5 +23,10 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
             backend_cls=TritonBackend,
             factory=make_backend,
             description="Triton kernels (CUDA; CPU through TRITON_INTERPRET)",
+            defaults={"cuda": 100},  # kernels="auto" on CUDA
+            environment={
+                "launcher": "POLYDUCT_TRITON_LAUNCHER",
+                "compile_workers": "POLYDUCT_TRITON_COMPILE_WORKERS",
+            },
         )
     ]

@@ -16,8 +16,8 @@ so the pool never delays a launch (its workers take 1-2 s to start). Workers nev
 GPU: they compile for the target they are told.
 
 The workers are Python processes running `serve_worker`, speaking pickled messages over their
-stdin and stdout; `POLYDUCT_TRITON_COMPILE_WORKERS` sets how many (0: none; default: the CPUs
-this process may run on, less one, at most 16). They exit when the process that started them
+stdin and stdout; the backend's `compile_workers` option (`POLYDUCT_TRITON_COMPILE_WORKERS`)
+sets how many (0: none; default: the CPUs this process may run on, less one, at most 16). They exit when the process that started them
 does.
 """
 
@@ -44,22 +44,16 @@ import triton.language as tl
 
 from polyduct.cache import import_module_file
 
-WORKERS_ENV = "POLYDUCT_TRITON_COMPILE_WORKERS"
 BINARY_ONLY_ENV = "TRITON_STORE_BINARY_ONLY"
 _HEURISTIC, _CANDIDATE = 0, 1  # job priorities: every kernel's heuristic config comes first
 _WORKER = "from polyduct_triton.precompile import serve_worker; serve_worker()"
 
 
-def worker_count() -> int:
-    """How many compile workers to run: `POLYDUCT_TRITON_COMPILE_WORKERS`, else CPUs less one."""
-    value = os.environ.get(WORKERS_ENV, "").strip()
-    if value:
-        try:
-            return max(0, int(value))
-        except ValueError:
-            from polyduct.errors import InvalidOption
-
-            raise InvalidOption("triton", WORKERS_ENV, value, "a worker count") from None
+def worker_count(configured: int | None = None) -> int:
+    """How many compile workers to run: `configured` (the backend's `compile_workers` option),
+    else the CPUs less one (at most 16)."""
+    if configured is not None:
+        return max(0, configured)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(0, min(16, (cpus or 1) - 1))
 
@@ -141,11 +135,12 @@ _POOL_LOCK = threading.Lock()
 _SUBMITTED: list[Future[str | None]] = []  # every job's outcome, until `settle` sees it done
 
 
-def pool() -> CompilePool | None:
-    """The process's compile pool, started on first use; None with no workers configured."""
+def pool(workers: int | None = None) -> CompilePool | None:
+    """The process's compile pool, started on first use with `worker_count(workers)` workers;
+    None with no workers configured."""
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None and (count := worker_count()) > 0:
+        if _POOL is None and (count := worker_count(workers)) > 0:
             _POOL = CompilePool(count, _target())
         return _POOL
 
@@ -159,12 +154,12 @@ def _target() -> tuple[str, Any, int] | None:
     return target.backend, target.arch, target.warp_size
 
 
-def start(timeout: float = 0.0) -> bool:
+def start(timeout: float = 0.0, workers: int | None = None) -> bool:
     """Start the compile workers now rather than at the first graph's load (they take 1-2 s),
     waiting up to `timeout` seconds for them; True when all are ready (False: none configured,
     or still starting)."""
-    workers = pool()
-    return workers is not None and workers.wait_started(timeout)
+    started = pool(workers)
+    return started is not None and started.wait_started(timeout)
 
 
 def settle(timeout: float | None = None) -> bool:
@@ -182,11 +177,11 @@ def settle(timeout: float | None = None) -> bool:
         time.sleep(0.005)
 
 
-def ahead(path: Path, name: str) -> Future[str | None] | None:
+def ahead(path: Path, name: str, workers: int | None = None) -> Future[str | None] | None:
     """Queue the heuristic config's compile of the kernel module at `path` (imported as `name`)
     before this process imports it: the worker imports it and takes the first of its `jobs()`,
     while this process imports it too. Its Future (None without workers) goes to `attach`."""
-    target_pool = pool()
+    target_pool = pool(workers)
     if target_pool is None:
         return None
     future = target_pool.submit(_job(path, name, 0, _settings()), _HEURISTIC)
@@ -202,13 +197,15 @@ def attach(module: ModuleType, future: Future[str | None] | None) -> None:
         module.PRECOMPILED[jobs[0][0]] = future
 
 
-def submit(modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None)) -> int:
+def submit(
+    modules: list[tuple[ModuleType, Path]], ranks: slice = slice(None), workers: int | None = None
+) -> int:
     """Queue the jobs of freshly loaded generated modules (compiled kernels on a GPU only), those
     of `ranks` in each module's list (0: its heuristic config; 1 on: its tuning candidates).
     Heuristic configs go before any queued candidate. Returns how many were queued."""
     work = [(m, path, m.jobs()) for m, path in modules]
     work = [w for w in work if w[2][ranks]]
-    target_pool = pool() if work else None
+    target_pool = pool(workers) if work else None
     if target_pool is None:
         return 0
     _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]

@@ -195,8 +195,8 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
     assert launched == [(5, 1, 1, 77, "a", "o", 7)]
     module._torch_launcher_class = lambda: Refuses
     assert module._static(compiled, 0) == (None, "NotImplementedError: scratch memory")
-    monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
-    assert module._static(compiled, 0) == (None, "POLYDUCT_TRITON_LAUNCHER=triton")
+    monkeypatch.setattr(module, "LAUNCHER", "triton")
+    assert module._static(compiled, 0) == (None, "launcher='triton'")
     assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
 
 
@@ -283,3 +283,26 @@ def test_a_launch_torch_refuses_runs_on_tritons_launcher(
     module._READY.clear()
     module.launch(a, o)
     assert ran == ["torch", "triton", "triton", "triton"]
+
+
+def test_the_launcher_option_reaches_every_loaded_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`launcher` is an option (env POLYDUCT_TRITON_LAUNCHER, read at an entry: here a
+    standalone wrapper's kernel loader), never read by the generated module itself."""
+    from test_precompile import specs
+
+    from polyduct.plugins import default_kernel_loader
+    from polyduct.wrapper_ir import KernelDefinition
+    from polyduct_triton import TritonBackend, TritonOptions
+
+    backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    src = backend.codegen(specs()[0])
+    assert backend.load([src])[src.name].__globals__["LAUNCHER"] == "auto"
+    chosen = TritonBackend(TritonOptions(cache=Cache(tmp_path), launcher="triton"))
+    assert chosen.load([src])[src.name].__globals__["LAUNCHER"] == "triton"
+    monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
+    backend.load([src])
+    loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
+    assert loaded[src.name].__globals__["LAUNCHER"] == "triton"

@@ -39,7 +39,7 @@ triton.runtime.driver.set_active(driver)
 cache = Path(sys.argv[1])
 warmed = _warm_compiler(driver, ("cuda", 90, 32))  # what each worker does before its jobs
 left = len(list((cache / "triton").glob("*")))  # in Triton's cache: nothing
-be = TritonBackend(TritonOptions(cache=Cache(cache / "polyduct")))
+be = TritonBackend(TritonOptions(cache=Cache(cache / "polyduct"), compile_workers=2))
 sources = [be.codegen(dataclasses.replace(s, device="cuda")) for s in specs()]
 launches = be.load(sources)
 report = {"jobs": {}, "new_entries": None, "warmed": warmed, "left": left}
@@ -83,7 +83,6 @@ def specs() -> list[Any]:
 def test_workers_compile_what_first_launches_load_from_the_cache(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(TRITON_CACHE_DIR=str(tmp_path / "triton"), TRITON_DEFAULT_FP_FUSION="1",
-               POLYDUCT_TRITON_COMPILE_WORKERS="2",
                PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], env=env,
                           capture_output=True, text=True, timeout=600, check=False)
@@ -148,12 +147,12 @@ def test_a_kernels_first_config_is_queued_before_this_process_imports_it(
     under its first launch's key; dynamic and interpreted kernels queue nothing ahead."""
     queued: list[tuple[str, bool]] = []
 
-    def ahead(path: Path, name: str) -> Future[str | None]:
+    def ahead(path: Path, name: str, workers: int | None = None) -> Future[str | None]:
         queued.append((name, name in sys.modules))
         return Future()
 
     monkeypatch.setattr(precompile, "ahead", ahead)
-    monkeypatch.setattr(precompile, "submit", lambda modules, ranks: 0)
+    monkeypatch.setattr(precompile, "submit", lambda modules, ranks, workers: 0)
     n = sympy.Symbol("s0", integer=True, positive=True)
 
     def body(ops: Any, x: Any, r: Any) -> None:
@@ -172,12 +171,13 @@ def test_a_kernels_first_config_is_queued_before_this_process_imports_it(
     assert list(module.PRECOMPILED) == ([module.jobs()[0][0]] if module.DIRECT else [])
 
 
-def test_worker_count_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(precompile.WORKERS_ENV, "3")
-    assert precompile.worker_count() == 3
-    monkeypatch.setenv(precompile.WORKERS_ENV, "many")
-    with pytest.raises(InvalidOption):
-        precompile.worker_count()
+def test_worker_count_is_validated() -> None:
+    assert precompile.worker_count(3) == 3
+    assert TritonOptions.from_mapping({"compile_workers": "3"}).compile_workers == 3
+    with pytest.raises(InvalidOption, match="compile_workers"):
+        TritonOptions.from_mapping({"compile_workers": "many"})
+    with pytest.raises(InvalidOption, match="launcher"):
+        TritonOptions.from_mapping({"launcher": "cuda"})
 
 
 def test_jobs_are_cancelled_when_no_worker_can_start(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -203,7 +203,7 @@ def test_settle_waits_for_every_job_submitted(
             return self.futures[-1]
 
     pool = Pool()
-    monkeypatch.setattr(precompile, "pool", lambda: pool)
+    monkeypatch.setattr(precompile, "pool", lambda workers=None: pool)
     monkeypatch.setattr(precompile, "_SUBMITTED", [])
     module = _module(tmp_path, specs()[2])  # two candidates
     module.jobs = lambda: [(("cfg", i), ("args",)) for i in range(2)]
@@ -267,3 +267,11 @@ def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
     assert args[:2] == (a, o) and args[2:] == job[1][2:]
     (launch,) = module._COMPILED.values()
     assert launch.ahead and launched == [(grid0, 0, (a, o, n, 1, *cfg[:2], False, True))]
+
+
+def test_the_conformance_entry_passes_the_worker_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    from polyduct.conformance.backends import resolve_backend
+
+    monkeypatch.setenv("POLYDUCT_TRITON_COMPILE_WORKERS", "0")  # as bench/gpu_job.sh runs it
+    backend = resolve_backend("triton")[1]
+    assert isinstance(backend, TritonBackend) and backend.options.compile_workers == 0
