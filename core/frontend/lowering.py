@@ -22,7 +22,9 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
+from polyduct.frontend.devices import accelerator, library_only_dtype, moved_scalars
 from polyduct.frontend.externs import extern_call, transfer
+from polyduct.frontend.fx_nodes import mutates, shared_alias_bases
 from polyduct.frontend.output_views import eager_strided, overlapping_view
 from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
@@ -81,7 +83,7 @@ class LoweringContext:
     seeds: list[str]
     report: FallbackReport = field(default_factory=FallbackReport)
     sort_limits: Mapping[str, int] = field(default_factory=dict)  # the kernel backend's caps
-    # where this node's CPU scalar result is computed, when not on the CPU (see `_moved_scalars`)
+    # where this node's CPU scalar result is computed, when not on the CPU (see `devices.moved_scalars`)
     scalar_device: torch.device | None = None
 
     @property
@@ -181,9 +183,9 @@ class GraphLowering:
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
         self.module = gm
-        self.accelerator = _accelerator(gm)
-        self.moved = _moved_scalars(gm, self.accelerator)
-        shared = _shared_alias_bases(gm)
+        self.accelerator = accelerator(gm)
+        self.moved = moved_scalars(gm, self.accelerator)
+        shared = shared_alias_bases(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
             # several outputs view this value: compute it once so they alias one buffer, as in eager
@@ -276,7 +278,7 @@ class GraphLowering:
         size = _size_value(node)
         if size is not None:  # size arithmetic (sym_size, operator.sub, ...): known symbolically
             return size
-        if _mutates(node):
+        if mutates(node):
             self._realize_live(node)
         return self._call(node)
 
@@ -297,7 +299,7 @@ class GraphLowering:
             self.graph.add_buffer("input", layout, name)
             view = StorageView(name, layout)
             if node in self.moved and self.accelerator is not None:
-                return transfer(self.graph, view, self.accelerator)  # see _moved_scalars
+                return transfer(self.graph, view, self.accelerator)  # see devices.moved_scalars
             return view
         if isinstance(val, (torch.SymInt, int)) and not isinstance(val, bool):
             self.int_inputs[name] = sym_expr(val)
@@ -317,7 +319,7 @@ class GraphLowering:
             and isinstance(meta, torch.Tensor)
             and meta.device.type != stored.layout.device
         ):
-            return transfer(self.graph, stored, meta.device)  # see _moved_scalars
+            return transfer(self.graph, stored, meta.device)  # see devices.moved_scalars
         return stored
 
     def _args(self, tree: Any) -> Any:
@@ -345,7 +347,7 @@ class GraphLowering:
     ) -> Any:
         if fn is None:
             self.report.add(name, "no lowering")
-        elif (odd := _library_only_dtype(node)) is not None:
+        elif (odd := library_only_dtype(node)) is not None:
             self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
             ctx = LoweringContext(
@@ -438,12 +440,6 @@ def _tag_lazy(value: Any, op: str) -> Any:
     return value
 
 
-def _mutates(node: torch.fx.Node) -> bool:
-    """Whether `node` is an in-place aten op (it writes one of its arguments)."""
-    schema = getattr(node.target, "_schema", None)
-    return bool(schema is not None and schema.is_mutable)
-
-
 def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
     """The sympy value of a node computing a size from the graph's size symbols, else None.
 
@@ -457,80 +453,6 @@ def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
     if all(str(s).startswith("s") for s in expr.free_symbols):
         return expr
     return None
-
-
-def _is_view(node: torch.fx.Node) -> bool:
-    """Whether `node` returns a view of its first argument (an aliasing, non-mutating aten op)."""
-    if node.op != "call_function" or not node.args or not isinstance(node.args[0], torch.fx.Node):
-        return False
-    if node.target is operator.getitem:
-        return _is_view(node.args[0])
-    schema = getattr(node.target, "_schema", None)
-    if schema is None or schema.is_mutable or not schema.returns:
-        return False
-    alias = schema.returns[0].alias_info
-    return alias is not None and not alias.is_write
-
-
-def _shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
-    """Nodes that two or more graph outputs are (views of): eager returns aliases of one tensor."""
-    outputs = [n for n in gm.graph.nodes if n.op == "output"]
-    if not outputs or not isinstance(outputs[0].args[0], (list, tuple)):
-        return set()
-    count: dict[torch.fx.Node, int] = {}
-    for out in outputs[0].args[0]:
-        if not isinstance(out, torch.fx.Node):
-            continue
-        while _is_view(out):
-            out = out.args[0]
-        count[out] = count.get(out, 0) + 1
-    return {node for node, n in count.items() if n > 1}
-
-
-def _library_only_dtype(node: torch.fx.Node) -> torch.dtype | None:
-    """A dtype the op reads or makes that no kernel backend computes (complex), if any."""
-    vals = [node.meta.get("val"), *(a.meta.get("val") for a in node.all_input_nodes)]
-    for val in torch.utils._pytree.tree_leaves(vals):
-        if isinstance(val, torch.Tensor) and val.dtype.is_complex:
-            return val.dtype
-    return None
-
-
-def _accelerator(gm: torch.fx.GraphModule) -> torch.device | None:
-    """The non-CPU device of the graph's tensor inputs, if any."""
-    for node in gm.graph.find_nodes(op="placeholder"):
-        val = node.meta.get("val")
-        if isinstance(val, torch.Tensor) and val.device.type != "cpu":
-            return val.device
-    return None
-
-
-def _moved_scalars(gm: torch.fx.GraphModule, accelerator: torch.device | None) -> set[Any]:
-    """Nodes of an accelerator graph whose CPU scalar (0-d) results are computed on the
-    accelerator: eager reads a CPU scalar tensor as a scalar in accelerator ops (a float module
-    attribute arrives as one under dynamic shapes), where a kernel cannot load CPU memory. Scalar
-    inputs are copied over once per call; what is computed from them and other moved scalars
-    only stays there; an explicit transfer (`.cpu()`) and what reads it stay on the CPU. A moved
-    value that is a graph output is copied back."""
-    moved: set[Any] = set()
-    if accelerator is None:
-        return moved
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type == "cpu"):
-            continue
-        inputs = [n for n in node.all_input_nodes if _on_cpu(n)]
-        explicit = node.kwargs.get("device") is not None and node.all_input_nodes
-        if node.op in ("placeholder", "get_attr") or (
-            not explicit and all(n in moved for n in inputs)
-        ):
-            moved.add(node)
-    return moved
-
-
-def _on_cpu(node: torch.fx.Node) -> bool:
-    val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and val.device.type == "cpu"
 
 
 def _convert(tree: Any) -> Any:
