@@ -72,8 +72,10 @@ class CudaGraphed:
         name: str,
         prepare: Callable[[], None] | None = None,
         static: frozenset[int] = frozenset(),
+        unsafe: str | None = None,
     ) -> None:
         self.fn, self.name, self.prepare, self.static = fn, name, prepare, static
+        self.unsafe = unsafe  # why the graph must never be recorded (`host_sync`), if so
         self._graphs: dict[_Key, _Recorded | None] = {}  # None: never recorded (unsafe)
         self._seen: dict[_Key, int] = {}
         self._records: dict[_Key, int] = {}
@@ -94,6 +96,9 @@ class CudaGraphed:
             return self._call(args)
 
     def _call(self, args: Sequence[Any]) -> list[Any]:
+        if self.unsafe is not None:
+            self._fallback(None, self.unsafe)
+            return self._plain(args)
         if self.fixed is None:
             self.fixed = [
                 i
@@ -184,6 +189,31 @@ class CudaGraphed:
         if not self._said:
             self._said = True
             LOG.info("%s runs without CUDA graphs: %s", self.name, why)
+
+
+HOST_SYNC_OPS = frozenset({
+    "aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
+    "aten.equal.default", "aten.is_nonzero.default", "aten._unique2.default",
+    "aten.unique_dim.default", "aten.unique_consecutive.default",
+    "aten.repeat_interleave.Tensor",
+})
+"""aten ops that wait for the GPU to hand a value to the host."""
+
+
+def host_sync(gm: torch.fx.GraphModule) -> str | None:
+    """Why recording `gm` would fail, found before recording: an op that synchronises with the
+    host (`.item()`, `nonzero`) or a size known only at run time. A recording that fails leaves
+    torch's CUDA random generator in its capture state, so such graphs are never tried."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if str(node.target) in HOST_SYNC_OPS:
+            return f"{node.target} synchronises with the host"
+        if free_unbacked_symbols(node.meta.get("val")):
+            return f"{node.name} has a size known only at run time"
+    return None
 
 
 def _is_static(arg: Any) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from polyduct.cudagraphs import WARMUP, CudaGraphed, _copy_out, _plan, _Recorded
+from polyduct.cudagraphs import WARMUP, CudaGraphed, _copy_out, _plan, _Recorded, host_sync
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA device")
 
@@ -169,15 +169,35 @@ def _syncs(x: torch.Tensor) -> list[torch.Tensor]:
     return [x * float(x.abs().max())]  # a host synchronisation
 
 
+def _item(x: torch.Tensor) -> list[Any]:
+    """A graph handing a value to the host, as `_syncs` does (`.item()`)."""
+    return [x.sin(), torch.ops.aten._local_scalar_dense.default(x.abs().max())]
+
+
+def test_host_synchronisations_are_found_before_recording() -> None:
+    """A graph that hands a value to the host (`.item()`, `nonzero`) is never recorded: a failed
+    recording would leave torch's CUDA random generator in its capture state."""
+    def traced(fn: Any) -> Any:
+        return torch.fx.experimental.proxy_tensor.make_fx(fn, tracing_mode="symbolic")(x)
+
+    x = torch.randn(4, 9)
+    assert "_local_scalar_dense" in str(host_sync(traced(_item)))
+    assert "nonzero" in str(host_sync(traced(lambda a: [a.nonzero()])))
+    assert host_sync(traced(lambda a: [a.sin() * 2])) is None
+
+
 @cuda
 def test_a_host_synchronisation_runs_plainly_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
-    graphed = CudaGraphed(_syncs, "test graph")
+    traced = torch.fx.experimental.proxy_tensor.make_fx(_item, tracing_mode="symbolic")(
+        torch.randn(4, 9, device="cuda")
+    )
+    graphed = CudaGraphed(_syncs, "test graph", unsafe=host_sync(traced))
     with caplog.at_level(logging.INFO, logger="polyduct.cudagraphs"):
         for _ in range(WARMUP + 3):
             x = torch.randn(4, 9, device="cuda")
             torch.testing.assert_close(graphed(x)[0], _syncs(x)[0])
     assert graphed.recorded == 0 and graphed.plain == WARMUP + 3
-    assert any("recording failed" in r.message for r in caplog.records)
+    assert any("synchronises with the host" in r.message for r in caplog.records)
 
 
 @cuda

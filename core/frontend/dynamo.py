@@ -19,7 +19,7 @@ from torch._dynamo.backends.common import aot_autograd
 from torch._functorch import config as functorch_config
 from torch._functorch._aot_autograd.utils import make_boxed_func
 
-from polyduct.cudagraphs import CudaGraphed
+from polyduct.cudagraphs import CudaGraphed, host_sync
 from polyduct.frontend.entry_checks import check_arguments, mode_options
 from polyduct.frontend.overlap import check_overlapping_writes
 from polyduct.kernel import KernelBackend
@@ -51,7 +51,7 @@ def polyduct_backend(
                 used = sorted({src.backend for src in compiled.sources.values()})
                 settle = _settle([compilation.plugins.kernel_backend(b) for b in used])
                 static = _static_inputs() if name != "backward" else frozenset()
-                fn = CudaGraphed(fn, f"{name} graph {index}", settle, static)
+                fn = CudaGraphed(fn, f"{name} graph {index}", settle, static, host_sync(graph))
             return make_boxed_func(fn)
 
         return compiler
