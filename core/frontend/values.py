@@ -103,7 +103,7 @@ def promoted(*values: Any, kind: str = "DEFAULT") -> torch.dtype:
     return compute
 
 
-BROADCAST_REALIZE_COST = 4
+BROADCAST_REALIZE_COST = 6
 """A lazy value of at least this many ops that is broadcast into a larger result is computed into
 memory first: inlined, it would be recomputed for every broadcast copy (Llama's rotary cos and sin
 of a (sequence, dim) table, once per batch and head, were a fifth of its generated code's time)."""
