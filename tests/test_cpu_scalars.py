@@ -72,3 +72,4 @@ def test_explicit_transfer_to_the_cpu_stays_a_library_call() -> None:
     assert graph.outputs[0].layout.device == "cpu"
     for device, read in _kernel_reads_devices(graph, planned):
         assert read == {device}
+

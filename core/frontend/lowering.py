@@ -199,24 +199,36 @@ class GraphLowering:
                 and (
                     value.cost > self.realize_cost
                     or _reads(value) > REALIZE_READS
-                    or self._feeds_library_call(node)
+                    or self._read_from_memory(node)
                 )
             ):
-                value = realize_like_eager(self.graph, value, node.meta.get("val"))
+                value = self._stored(node, value)
             # a long chain is cut into pointwise nodes (which the scheduler fuses again): inlining
             # loaders nests one Python call per op, and deep nesting overflows the stack (issue 4)
             if isinstance(value, Lazy) and value.cost > INLINE_BUDGET:
-                value = realize_like_eager(self.graph, value, node.meta.get("val"))
+                value = self._stored(node, value)
             self.env[node] = value
         self.graph.inputs.extend(self.attrs)
         return self.graph
 
-    def _feeds_library_call(self, node: torch.fx.Node) -> bool:
-        """Whether a user of `node`, seen through views, has no lowering (an extern call, which
-        reads its arguments from memory: `h` of `x + h` read by `addmm(b, h.view(-1, d), w)`)."""
+    def _stored(self, node: torch.fx.Node, value: Lazy) -> StorageView:
+        """`value` computed into memory: with eager's strides where memory is what a reader
+        gets (a library call, the graph's output: backward asserts saved tensors' strides),
+        else row-major, the order its pointwise readers index it in (T5's position bias, a
+        permuted view read by every layer, was stored permuted and read through a transpose)."""
+        if self._read_from_memory(node):
+            return realize_like_eager(self.graph, value, node.meta.get("val"))
+        return self.graph.realize(value)
+
+    def _read_from_memory(self, node: torch.fx.Node) -> bool:
+        """Whether a user of `node`, seen through views, reads it from memory: the graph's
+        output, or an op with no lowering (an extern call: `h` of `x + h` read by
+        `addmm(b, h.view(-1, d), w)`)."""
         stack, seen = list(node.users), set()
         while stack:
             user = stack.pop()
+            if user.op == "output":
+                return True
             if user in seen or user.op != "call_function":
                 continue
             seen.add(user)
