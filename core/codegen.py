@@ -1,4 +1,5 @@
-"""Text-codegen helpers shared by every backend that emits source: CSE, indented buffers, escaping.
+"""Text-codegen helpers shared by every backend that emits source: the value of a generated
+expression, CSE, indented buffers, escaping, literals.
 
 Generated source is deterministic (names are handed out in first-use order) and safe: every name
 placed in it passes through `identifier`, every string through `string_literal`.
@@ -8,11 +9,40 @@ from __future__ import annotations
 
 import json
 import keyword
+import math
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """A value in a backend's generated kernel source: `name`, the expression that holds it (a
+    temporary's name or a literal), and `dtype`, the torch dtype it stands for. Every source
+    backend's ops take and return these; `str(value)` is the expression."""
+
+    name: str
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def float_literal(number: float) -> str:
+    """`number` as a Python literal, with infinities and NaN spelled `float("inf")`,
+    `float("-inf")` and `float("nan")`."""
+    if math.isnan(number):
+        return 'float("nan")'
+    if math.isinf(number):
+        return 'float("inf")' if number > 0 else 'float("-inf")'
+    return repr(number)
 
 
 def identifier(name: str, prefix: str = "v") -> str:

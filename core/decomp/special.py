@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from polyduct.decomp import airy, bessel, gamma, incgamma, jy, normal
 from polyduct.decomp import polynomials as poly
+from polyduct.handlers.dtypes import compute_dtype
 
 Ops = Any  # the host: a `polyduct.decomp.base.SpecialOps`; see `GammaMixin` for why not typed so
 
@@ -170,4 +173,11 @@ class IncompleteGammaMixin:
 class SpecialFunctionsMixin(
     GammaMixin, NormalMixin, PolynomialMixin, ModifiedBesselMixin, BesselMixin, IncompleteGammaMixin
 ):
-    """Every special function of the op set, from basic ops (see the family mixins)."""
+    """Every special function of the op set, from basic ops (see the family mixins).
+
+    Values are computed in their compute dtype (float32 for float16/bfloat16): the default
+    `_special_dtype` reads it from a source backend's `polyduct.codegen.Value`; a host whose
+    values are something else overrides it."""
+
+    def _special_dtype(self, x: Any) -> torch.dtype:
+        return compute_dtype(x.dtype)

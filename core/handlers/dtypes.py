@@ -27,12 +27,14 @@ from polyduct.errors import IncompleteBackend
 from polyduct.ops import ReductionType, StoreMode, missing_ops, reduction_num_outputs
 
 D = torch.dtype
-_LOW_PRECISION: Final = frozenset({torch.float16, torch.bfloat16})
+# Dtypes held in float32 while computing (docs/conventions.md), and every float dtype.
+LOW_PRECISION: Final = frozenset({torch.float16, torch.bfloat16})
+FLOATS: Final = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 
 
 def compute_dtype(dtype: D) -> D:
     """The dtype a backend computes `dtype` values in: float32 for float16/bfloat16."""
-    return torch.float32 if dtype in _LOW_PRECISION else dtype
+    return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
 def promote(*dtypes: D) -> D:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 import sympy
 import torch
 
-from polyduct.codegen import identifier
+from polyduct.codegen import float_literal, identifier
 from polyduct.errors import CodegenError
 
 _DTYPES = {
@@ -31,12 +29,7 @@ def literal(value: bool | float) -> str:
         return "True" if bool(value) else "False"
     if isinstance(value, (int, sympy.Integer)):
         return str(int(value))
-    number = float(value)
-    if math.isnan(number):
-        return 'float("nan")'
-    if math.isinf(number):
-        return 'float("inf")' if number > 0 else 'float("-inf")'
-    return repr(number)
+    return float_literal(float(value))
 
 
 def arg_code(arg: object) -> str:

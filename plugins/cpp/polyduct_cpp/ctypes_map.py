@@ -8,6 +8,7 @@ from typing import Final
 import torch
 
 from polyduct.errors import UnsupportedOp
+from polyduct.handlers.dtypes import LOW_PRECISION
 
 STORAGE: Final[dict[torch.dtype, str]] = {
     torch.float32: "float",
@@ -21,7 +22,6 @@ STORAGE: Final[dict[torch.dtype, str]] = {
     torch.uint8: "uint8_t",
     torch.bool: "bool",
 }
-LOW_PRECISION: Final = frozenset({torch.float16, torch.bfloat16})
 
 
 def storage_type(dtype: torch.dtype) -> str:

@@ -13,13 +13,12 @@ from typing import Any, Final
 import sympy
 import torch
 
-from polyduct.codegen import CSE, IndentedBuffer, identifier
+from polyduct.codegen import CSE, IndentedBuffer, Value, identifier
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import DtypePropagation
 from polyduct.indexing import CIndexPrinter, index_vars
 from polyduct.kernel import KernelSpec
 from polyduct.ops import StoreMode
-from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import (
     LOW_PRECISION,
     compute_type,
@@ -187,7 +186,7 @@ class Emitter:
         return self.sites.index(what)
 
     # values
-    def value(self, expr: str, dtype: torch.dtype, reuse: bool = True, version: str = "") -> CVal:
+    def value(self, expr: str, dtype: torch.dtype, reuse: bool = True, version: str = "") -> Value:
         """A temporary of `dtype`'s compute type holding `expr`.
 
         `version` distinguishes loads of a buffer before and after a store to it.
@@ -197,14 +196,14 @@ class Emitter:
             name = self.hoist.generate(text)
             self._invariant.add(name)
             self._canon.setdefault(name, self._canonical(text) + version)
-            return CVal(name, dtype)
+            return Value(name, dtype)
         key = self._canonical(text) + version if reuse else f"#unique{self._count}"
         kept = self._from_row_cache(key, text, dtype) if reuse else None
         name = self.cse.generate(kept or text, reuse=reuse)
         self._canon.setdefault(name, key)
         if reuse and self.state.kind in ("inner", "reduce") and self.cse.buffer is self.state.body:
             self._row_values.setdefault(key, RowValue(name, dtype, self.state))
-        return CVal(name, dtype)
+        return Value(name, dtype)
 
     def _canonical(self, text: str) -> str:
         """`text` with every known temporary replaced by its canonical id."""
@@ -242,14 +241,14 @@ class Emitter:
         return f"@{name}#{self._versions.get(name, 0)}"
 
     def coerce(self, value: Any, dtype: torch.dtype) -> str:
-        """`value` (a CVal or Python scalar) as an expression of `dtype`'s compute type."""
-        if not isinstance(value, CVal):
+        """`value` (a Value or Python scalar) as an expression of `dtype`'s compute type."""
+        if not isinstance(value, Value):
             return literal(value, dtype)
         if compute_type(value.dtype) == compute_type(dtype):
             return value.name
         return f"static_cast<{compute_type(dtype)}>({value.name})"
 
-    def convert(self, x: CVal, dtype: torch.dtype) -> str:
+    def convert(self, x: Value, dtype: torch.dtype) -> str:
         """`to_dtype` semantics: bool is != 0, 16-bit floats round, float -> int truncates."""
         if dtype == torch.bool:
             return f"static_cast<bool>({x})"
@@ -285,7 +284,7 @@ class Emitter:
                 self.state.no_simd = True
         return str(self._printer.doprint(expr.xreplace(self._subs)))
 
-    def indirect(self, x: CVal, size: sympy.Expr, check: bool, wrap_neg: bool) -> sympy.Expr:
+    def indirect(self, x: Value, size: sympy.Expr, check: bool, wrap_neg: bool) -> sympy.Expr:
         var = self.fresh("ind")
         raw = f"{var}_raw"
         size_c = self.index(size)
@@ -308,16 +307,16 @@ class Emitter:
             self.line(f"if (PD_UNLIKELY({cond})) pd_report(pd_err, 1, {site}, {idx}, {size_c});")
             self.state.no_simd = True
 
-    def device_assert(self, cond: CVal, msg: str) -> None:
+    def device_assert(self, cond: Value, msg: str) -> None:
         site = self.site(msg)
         self.line(f"if (PD_UNLIKELY(!({cond}))) pd_report(pd_err, 2, {site}, 0, 0);")
         self.state.no_simd = True
 
     # memory
-    def load(self, name: str, index: sympy.Expr) -> CVal:
+    def load(self, name: str, index: sympy.Expr) -> Value:
         buf = self.spec.buffer(name)
         if buf.role == "local":
-            return CVal(self.locals[name], buf.dtype)
+            return Value(self.locals[name], buf.dtype)
         expr = sympy.sympify(index)
         self.load_exprs.append(expr)
         index_c = self.index(expr, name)
@@ -340,12 +339,12 @@ class Emitter:
         if address not in self.state.prefetch:
             self.state.prefetch.append(address)
 
-    def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> CVal:
+    def load_at(self, name: str, index_c: str, dtype: torch.dtype) -> Value:
         buf = self.spec.buffer(name)
         expr = from_storage(f"{self.names[name]}[{index_c}]", buf.dtype)
         return self.value(expr, dtype, version=self.version(name))
 
-    def store(self, name: str, index: sympy.Expr, value: CVal, mode: StoreMode) -> None:
+    def store(self, name: str, index: sympy.Expr, value: Value, mode: StoreMode) -> None:
         buf = self.spec.buffer(name)
         self.bump(name)
         if buf.role == "local":
@@ -364,7 +363,7 @@ class Emitter:
             raise UnsupportedOp("store", "cpp", f"store mode {mode!r}", self.spec.name)
         self.cse.invalidate()
 
-    def _atomic_add(self, target: str, value: CVal, dtype: torch.dtype) -> None:
+    def _atomic_add(self, target: str, value: Value, dtype: torch.dtype) -> None:
         self.state.no_simd = True
         if dtype in LOW_PRECISION or dtype == torch.bool:
             new = to_storage(f"{from_storage(target, dtype)} + {self.coerce(value, dtype)}", dtype)
@@ -390,7 +389,7 @@ class Emitter:
         return tile_slot(inner, across, edge)
 
     def _tile_store(
-        self, name: str, role: str, index: sympy.Expr, target: str, value: CVal
+        self, name: str, role: str, index: sympy.Expr, target: str, value: Value
     ) -> bool:
         """A transposed store of a tiled kernel writes the tile array instead (contiguous in the
         SIMD loop); the tile is copied to `target` after it is computed."""
@@ -404,13 +403,13 @@ class Emitter:
         self.cse.invalidate()
         return True
 
-    def store_reduction(self, name: str, index: sympy.Expr, value: CVal) -> None:
+    def store_reduction(self, name: str, index: sympy.Expr, value: Value) -> None:
         buf = self.spec.buffer(name)
         post = self.state.post
         self.bump(name)
         if buf.role == "local":
             v = self.coerce(value, buf.dtype)
-            post.line(f"{self.locals[name]} = {self.convert(CVal(v, value.dtype), buf.dtype)};")
+            post.line(f"{self.locals[name]} = {self.convert(Value(v, value.dtype), buf.dtype)};")
             return
         saved, self.cse.buffer = self.cse.buffer, post
         try:
@@ -419,24 +418,24 @@ class Emitter:
         finally:
             self.cse.buffer = saved
 
-    def frexp(self, x: CVal) -> tuple[CVal, CVal]:
+    def frexp(self, x: Value) -> tuple[Value, Value]:
         mant, expo = self.fresh("mant"), self.fresh("exp")
         self.line(f"int32_t {expo};")
         self.line(
             f"const auto {mant} = pd_frexp(static_cast<{compute_type(x.dtype)}>({x}), &{expo});"
         )
-        return CVal(mant, x.dtype), CVal(expo, torch.int32)
+        return Value(mant, x.dtype), Value(expo, torch.int32)
 
     def bucketize(
         self,
-        values: CVal,
+        values: Value,
         boundaries: tuple[str, sympy.Expr, sympy.Expr, sympy.Expr],
-        boundary_indices: CVal,
+        boundary_indices: Value,
         indexing_dtype: torch.dtype,
         right: bool,
         sorter: tuple[str, sympy.Expr] | None,
-        sorter_indices: CVal | None,
-    ) -> CVal:
+        sorter_indices: Value | None,
+    ) -> Value:
         name, length, _numel, stride = boundaries
         bdtype = self.spec.buffer(name).dtype
         pos = "pd_i"
@@ -454,7 +453,7 @@ class Emitter:
         self.state.no_simd = True
         return self.value(expr, indexing_dtype)
 
-    def masked(self, mask: CVal, body: Callable[[], Any], other: Any) -> Any:
+    def masked(self, mask: Value, body: Callable[[], Any], other: Any) -> Any:
         sub = IndentedBuffer()
         saved = self.cse.buffer
         self.cse.buffer = sub
@@ -464,11 +463,11 @@ class Emitter:
         finally:
             self.cse.buffer = saved
         results = result if isinstance(result, tuple) else (result,)
-        outs: list[CVal] = []
+        outs: list[Value] = []
         for r in results:
             if r is None:
                 continue
-            out = CVal(self.fresh("masked"), r.dtype)
+            out = Value(self.fresh("masked"), r.dtype)
             self.line(f"{compute_type(r.dtype)} {out.name} = {self.coerce(other, r.dtype)};")
             outs.append(out)
         self.line(f"if ({mask}) {{")

@@ -9,10 +9,9 @@ from typing import Any, Final
 
 import torch
 
-from polyduct.codegen import CSE, IndentedBuffer
+from polyduct.codegen import CSE, IndentedBuffer, Value
 from polyduct.errors import UnsupportedOp
 from polyduct.ops import ReductionType
-from polyduct_cpp.cstyle import CVal
 from polyduct_cpp.ctypes_map import compute_type
 from polyduct_cpp.emitter import ASSIGN, Emitter
 
@@ -49,7 +48,7 @@ class StageEmitter(Emitter):
 
     def reduction(
         self, dtype: torch.dtype, reduction_type: ReductionType, value: Any
-    ) -> CVal | tuple[CVal, ...]:
+    ) -> Value | tuple[Value, ...]:
         self._require("reduce", "reduction")
         acc = self.fresh("acc")
         is_arg = reduction_type in ("argmax", "argmin")
@@ -71,11 +70,11 @@ class StageEmitter(Emitter):
             out_dtype = torch.int64 if is_arg else dtype
             var = self.fresh("red")
             self.state.post.line(f"const {compute_type(out_dtype)} {var} = {acc}.{name}[0];")
-            outs.append(CVal(var, out_dtype))
+            outs.append(Value(var, out_dtype))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _gather(
-        self, kind: str, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...]
+        self, kind: str, dtypes: tuple[torch.dtype, ...], values: tuple[Value, ...]
     ) -> list[str]:
         if self.state.arrays:
             raise UnsupportedOp(kind, "cpp", "more than one scan/sort in a stage", self.spec.name)
@@ -92,13 +91,13 @@ class StageEmitter(Emitter):
     def scan(
         self,
         dtypes: tuple[torch.dtype, ...],
-        combine_fn: Callable[[tuple[CVal, ...], tuple[CVal, ...]], tuple[CVal, ...]],
-        values: tuple[CVal, ...],
-    ) -> tuple[CVal, ...]:
+        combine_fn: Callable[[tuple[Value, ...], tuple[Value, ...]], tuple[Value, ...]],
+        values: tuple[Value, ...],
+    ) -> tuple[Value, ...]:
         self._require("scan", "scan")
         arrays = self._gather("scan", dtypes, values)
-        acc = tuple(CVal(f"{a}_acc", d) for a, d in zip(arrays, dtypes, strict=True))
-        cur = tuple(CVal(f"{a}_cur", d) for a, d in zip(arrays, dtypes, strict=True))
+        acc = tuple(Value(f"{a}_acc", d) for a, d in zip(arrays, dtypes, strict=True))
+        cur = tuple(Value(f"{a}_cur", d) for a, d in zip(arrays, dtypes, strict=True))
         buf = IndentedBuffer()
         saved = self.cse
         self.cse = CSE(buf, assign=ASSIGN, prefix=f"{arrays[0]}_c")
@@ -119,8 +118,8 @@ class StageEmitter(Emitter):
         return self._results(arrays, dtypes, "pd_rf")
 
     def sort(
-        self, dtypes: tuple[torch.dtype, ...], values: tuple[CVal, ...], descending: bool
-    ) -> tuple[CVal, ...]:
+        self, dtypes: tuple[torch.dtype, ...], values: tuple[Value, ...], descending: bool
+    ) -> tuple[Value, ...]:
         self._require("sort", "sort")
         arrays = self._gather("sort", dtypes, values)
         self.state.sort_descending = descending
@@ -128,10 +127,10 @@ class StageEmitter(Emitter):
 
     def _results(
         self, arrays: list[str], dtypes: tuple[torch.dtype, ...], at: str
-    ) -> tuple[CVal, ...]:
+    ) -> tuple[Value, ...]:
         outs = []
         for arr, dtype in zip(arrays, dtypes, strict=True):
             var = f"{arr}_out"
             self.line(f"const {compute_type(dtype)} {var} = {arr}[{at}];")
-            outs.append(CVal(var, dtype))
+            outs.append(Value(var, dtype))
         return tuple(outs)

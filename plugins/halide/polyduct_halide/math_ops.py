@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, HVal, bits, compute_type
+from polyduct.codegen import Value
+from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, bits, compute_type
 
 BOOL = torch.bool
 
@@ -19,121 +20,121 @@ class HalideElementwiseOps:
 
     em: Emitter
 
-    def _u(self, fmt: str, x: HVal, dtype: torch.dtype | None = None) -> HVal:
+    def _u(self, fmt: str, x: Value, dtype: torch.dtype | None = None) -> Value:
         return self.em.emit(fmt.format(x=x), dtype or x.dtype)
 
-    def _b(self, fmt: str, a: HVal, b: HVal, dtype: torch.dtype | None = None) -> HVal:
+    def _b(self, fmt: str, a: Value, b: Value, dtype: torch.dtype | None = None) -> Value:
         return self.em.emit(fmt.format(a=a, b=b), dtype or a.dtype)
 
-    def _m(self, fn: str, *xs: HVal) -> HVal:
-        return self.em.emit(f"_m.{fn}({', '.join(x.code for x in xs)})", xs[0].dtype)
+    def _m(self, fn: str, *xs: Value) -> Value:
+        return self.em.emit(f"_m.{fn}({', '.join(x.name for x in xs)})", xs[0].dtype)
 
-    def _target(self, fn: str, x: HVal) -> HVal:
+    def _target(self, fn: str, x: Value) -> Value:
         """`_m.<fn>(x, target)`: functions with vector float32 code on CPU targets (`hlexp`,
         `hltrig`) and libm through float64 elsewhere."""
         return self._u(f"_m.{fn}({{x}}, target)", x)
 
-    def _m_exact(self, fn: str, *xs: HVal) -> HVal:
+    def _m_exact(self, fn: str, *xs: Value) -> Value:
         """`_m.<fn>` built on products rounded on their own: it gets the module's `NOFUSE` (the
         run-time zero that keeps them out of FMA contraction on GPU targets, see `hlmath.alone`)."""
-        return self._m(fn, *xs, HVal("NOFUSE", xs[0].dtype))
+        return self._m(fn, *xs, Value("NOFUSE", xs[0].dtype))
 
     # arithmetic
-    def add(self, x0: HVal, x1: HVal) -> HVal:
+    def add(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} | {b}" if x0.dtype == BOOL else "{a} + {b}", x0, x1)
 
-    def sub(self, x0: HVal, x1: HVal) -> HVal:
+    def sub(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} != {b}" if x0.dtype == BOOL else "{a} - {b}", x0, x1)
 
-    def mul(self, x0: HVal, x1: HVal) -> HVal:
+    def mul(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} & {b}" if x0.dtype == BOOL else "{a} * {b}", x0, x1)
 
-    def mul_rn(self, x: HVal, y: HVal) -> HVal:
+    def mul_rn(self, x: Value, y: Value) -> Value:
         return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT, NOFUSE)", x, y)
 
-    def neg(self, x0: HVal) -> HVal:
+    def neg(self, x0: Value) -> Value:
         return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)
 
     # Float divisions go through `_m.div`: a divisor that folds to a constant zero must not
     # reach Halide, which refuses to compile one.
-    def truediv(self, x0: HVal, x1: HVal) -> HVal:
+    def truediv(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.div({a}, {b}, ZERO)", x0, x1)
 
-    def div_rn(self, x0: HVal, x1: HVal) -> HVal:
+    def div_rn(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.div({a}, {b}, ZERO)", x0, x1)
 
-    def int_truediv(self, x0: HVal, x1: HVal) -> HVal:
+    def int_truediv(self, x0: Value, x1: Value) -> Value:
         fmt = "hl.cast(hl.Float(32), _m.div(hl.cast(hl.Float(64), {a}), hl.cast(hl.Float(64), {b}), ZERO))"
         return self._b(fmt, x0, x1, torch.float32)
 
-    def floordiv(self, x0: HVal, x1: HVal) -> HVal:
+    def floordiv(self, x0: Value, x1: Value) -> Value:
         return self._m("floordiv", x0, x1)
 
-    def truncdiv(self, x0: HVal, x1: HVal) -> HVal:
+    def truncdiv(self, x0: Value, x1: Value) -> Value:
         return self._b("hl.div_round_to_zero({a}, {b})", x0, x1)
 
-    def mod(self, x0: HVal, x1: HVal) -> HVal:
+    def mod(self, x0: Value, x1: Value) -> Value:
         return self._m_exact("fmod", x0, x1) if x0.dtype in FLOATS else self._m("imod", x0, x1)
 
-    def fmod(self, x0: HVal, x1: HVal) -> HVal:
+    def fmod(self, x0: Value, x1: Value) -> Value:
         return self._m_exact("fmod", x0, x1)
 
-    def remainder(self, x0: HVal, x1: HVal) -> HVal:
+    def remainder(self, x0: Value, x1: Value) -> Value:
         return self._m_exact("remainder", x0, x1)
 
-    def fma(self, x: HVal, y: HVal, z: HVal) -> HVal:
+    def fma(self, x: Value, y: Value, z: Value) -> Value:
         return self._m_exact("fma", x, y, z)
 
-    def abs(self, x0: HVal) -> HVal:
+    def abs(self, x0: Value) -> Value:
         if x0.dtype in FLOATS:
             return self._u("hl.abs({x})", x0)
         if x0.dtype in SIGNED:
             return self._u(f"hl.cast({compute_type(x0.dtype)}, hl.abs({{x}}))", x0)
         return self._u("{x}", x0)
 
-    def square(self, x0: HVal) -> HVal:
+    def square(self, x0: Value) -> Value:
         return self.mul(x0, x0)
 
-    def reciprocal(self, x0: HVal) -> HVal:
+    def reciprocal(self, x0: Value) -> Value:
         return self._u("_m.div(hl.cast({x}.type(), 1), {x}, ZERO)", x0)
 
-    def rsqrt(self, x0: HVal) -> HVal:
+    def rsqrt(self, x0: Value) -> Value:
         return self._u("_m.div(hl.cast({x}.type(), 1), hl.sqrt({x}), ZERO)", x0)
 
-    def relu(self, x0: HVal) -> HVal:
+    def relu(self, x0: Value) -> Value:
         if x0.dtype == BOOL:
             return self._u("{x}", x0)
         return self._u("hl.select({x} < 0, hl.cast({x}.type(), 0), {x})", x0)
 
-    def sign(self, x0: HVal) -> HVal:
+    def sign(self, x0: Value) -> Value:
         return self._m("sign", x0) if x0.dtype != BOOL else self._u("{x}", x0)
 
-    def maximum(self, x0: HVal, x1: HVal) -> HVal:
+    def maximum(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.maximum({a}, {b})", x0, x1)
 
-    def minimum(self, x0: HVal, x1: HVal) -> HVal:
+    def minimum(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.minimum({a}, {b})", x0, x1)
 
-    def pow(self, x0: HVal, x1: HVal) -> HVal:
+    def pow(self, x0: Value, x1: Value) -> Value:
         return self._m("fpow" if x0.dtype in FLOATS else "ipow", x0, x1)
 
-    def hypot(self, x0: HVal, x1: HVal) -> HVal:
+    def hypot(self, x0: Value, x1: Value) -> Value:
         return self._m("hypot", x0, x1)
 
-    def atan2(self, x0: HVal, x1: HVal) -> HVal:
+    def atan2(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.via64(hl.atan2, {a}, {b})", x0, x1)
 
-    def copysign(self, x0: HVal, x1: HVal) -> HVal:
+    def copysign(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.copysign({a}, {b})", x0, x1)
 
-    def nextafter(self, x0: HVal, x1: HVal) -> HVal:
+    def nextafter(self, x0: Value, x1: Value) -> Value:
         bf16 = x0.dtype == torch.bfloat16
         return self._b(f"_m.nextafter({{a}}, {{b}}, {bits(x0.dtype)}, {bf16})", x0, x1)
 
-    def ldexp(self, x0: HVal, n: HVal) -> HVal:
+    def ldexp(self, x0: Value, n: Value) -> Value:
         return self._b("_m.ldexp({a}, {b})", x0, n)
 
-    def frexp(self, x0: HVal) -> tuple[HVal, HVal]:
+    def frexp(self, x0: Value) -> tuple[Value, Value]:
         pair = self.em.emit(f"_m.frexp({x0})", x0.dtype)
         return (
             self.em.emit(f"{pair}[0]", x0.dtype),
@@ -141,190 +142,190 @@ class HalideElementwiseOps:
         )
 
     # unary float math that Halide has
-    def exp(self, x0: HVal) -> HVal:
+    def exp(self, x0: Value) -> Value:
         return self._target("exp", x0)
 
-    def exp2(self, x0: HVal) -> HVal:
+    def exp2(self, x0: Value) -> Value:
         return self._u("_m.fpow(hl.cast({x}.type(), 2), {x})", x0)
 
-    def log(self, x0: HVal) -> HVal:
+    def log(self, x0: Value) -> Value:
         return self._target("log", x0)
 
-    def log2(self, x0: HVal) -> HVal:
+    def log2(self, x0: Value) -> Value:
         return self._target("log2", x0)
 
-    def log10(self, x0: HVal) -> HVal:
+    def log10(self, x0: Value) -> Value:
         return self._target("log10", x0)
 
-    def sqrt(self, x0: HVal) -> HVal:
+    def sqrt(self, x0: Value) -> Value:
         return self._u("hl.sqrt({x})", x0)
 
-    def sin(self, x0: HVal) -> HVal:
+    def sin(self, x0: Value) -> Value:
         return self._target("sin", x0)
 
-    def cos(self, x0: HVal) -> HVal:
+    def cos(self, x0: Value) -> Value:
         return self._target("cos", x0)
 
-    def tan(self, x0: HVal) -> HVal:
+    def tan(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.tan, {x})", x0)
 
-    def asin(self, x0: HVal) -> HVal:
+    def asin(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.asin, {x})", x0)
 
-    def acos(self, x0: HVal) -> HVal:
+    def acos(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.acos, {x})", x0)
 
-    def atan(self, x0: HVal) -> HVal:
+    def atan(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.atan, {x})", x0)
 
-    def sinh(self, x0: HVal) -> HVal:
+    def sinh(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.sinh, {x})", x0)
 
-    def cosh(self, x0: HVal) -> HVal:
+    def cosh(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.cosh, {x})", x0)
 
-    def tanh(self, x0: HVal) -> HVal:
+    def tanh(self, x0: Value) -> Value:
         return self._target("tanh", x0)
 
-    def asinh(self, x0: HVal) -> HVal:
+    def asinh(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.asinh, {x})", x0)
 
-    def acosh(self, x0: HVal) -> HVal:
+    def acosh(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.acosh, {x})", x0)
 
-    def atanh(self, x0: HVal) -> HVal:
+    def atanh(self, x0: Value) -> Value:
         return self._u("_m.via64(hl.atanh, {x})", x0)
 
-    def floor(self, x0: HVal) -> HVal:
+    def floor(self, x0: Value) -> Value:
         return self._u("_m.floor({x})", x0)
 
-    def ceil(self, x0: HVal) -> HVal:
+    def ceil(self, x0: Value) -> Value:
         return self._u("_m.ceil({x})", x0)
 
-    def trunc(self, x0: HVal) -> HVal:
+    def trunc(self, x0: Value) -> Value:
         return self._u("hl.trunc({x})", x0)
 
-    def round(self, x0: HVal) -> HVal:
+    def round(self, x0: Value) -> Value:
         return self._u("hl.round({x})", x0)
 
-    def sigmoid(self, x0: HVal) -> HVal:
+    def sigmoid(self, x0: Value) -> Value:
         return self._target("sigmoid", x0)
 
-    def expm1(self, x0: HVal) -> HVal:
+    def expm1(self, x0: Value) -> Value:
         return self._target("expm1", x0)
 
-    def log1p(self, x0: HVal) -> HVal:
+    def log1p(self, x0: Value) -> Value:
         return self._target("log1p", x0)
 
-    def erf(self, x0: HVal) -> HVal:
+    def erf(self, x0: Value) -> Value:
         return self._target("erf", x0)
 
-    def erfc(self, x0: HVal) -> HVal:
+    def erfc(self, x0: Value) -> Value:
         return self._target("erfc", x0)
 
     # comparisons
-    def eq(self, x0: HVal, x1: HVal) -> HVal:
+    def eq(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} == {b}", x0, x1, BOOL)
 
-    def ne(self, x0: HVal, x1: HVal) -> HVal:
+    def ne(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} != {b}", x0, x1, BOOL)
 
-    def lt(self, x0: HVal, x1: HVal) -> HVal:
+    def lt(self, x0: Value, x1: Value) -> Value:
         return self._b(_bool_cmp(x0, "<"), x0, x1, BOOL)
 
-    def le(self, x0: HVal, x1: HVal) -> HVal:
+    def le(self, x0: Value, x1: Value) -> Value:
         return self._b(_bool_cmp(x0, "<="), x0, x1, BOOL)
 
-    def gt(self, x0: HVal, x1: HVal) -> HVal:
+    def gt(self, x0: Value, x1: Value) -> Value:
         return self._b(_bool_cmp(x0, ">"), x0, x1, BOOL)
 
-    def ge(self, x0: HVal, x1: HVal) -> HVal:
+    def ge(self, x0: Value, x1: Value) -> Value:
         return self._b(_bool_cmp(x0, ">="), x0, x1, BOOL)
 
-    def isnan(self, x0: HVal) -> HVal:
+    def isnan(self, x0: Value) -> Value:
         return self._u("_m.isnan({x})", x0, BOOL)
 
-    def isinf(self, x0: HVal) -> HVal:
+    def isinf(self, x0: Value) -> Value:
         return self._u("_m.isinf({x})", x0, BOOL)
 
-    def signbit(self, x0: HVal) -> HVal:
+    def signbit(self, x0: Value) -> Value:
         return self._u("_m.signbit({x})", x0, BOOL)
 
     # bitwise and logical
-    def bitwise_and(self, x0: HVal, x1: HVal) -> HVal:
+    def bitwise_and(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} & {b}", x0, x1)
 
-    def bitwise_or(self, x0: HVal, x1: HVal) -> HVal:
+    def bitwise_or(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} | {b}", x0, x1)
 
-    def bitwise_xor(self, x0: HVal, x1: HVal) -> HVal:
+    def bitwise_xor(self, x0: Value, x1: Value) -> Value:
         return self._b("{a} != {b}" if x0.dtype == BOOL else "{a} ^ {b}", x0, x1)
 
-    def bitwise_not(self, x0: HVal) -> HVal:
+    def bitwise_not(self, x0: Value) -> Value:
         return self._u("hl.logical_not({x})" if x0.dtype == BOOL else "~{x}", x0)
 
-    def bitwise_left_shift(self, x0: HVal, x1: HVal) -> HVal:
+    def bitwise_left_shift(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.shl({a}, {b})", x0, x1)
 
-    def bitwise_right_shift(self, x0: HVal, x1: HVal) -> HVal:
+    def bitwise_right_shift(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.shr({a}, {b})", x0, x1)
 
-    def lshift(self, x0: HVal, x1: HVal) -> HVal:
+    def lshift(self, x0: Value, x1: Value) -> Value:
         return self.bitwise_left_shift(x0, x1)
 
-    def rshift(self, x0: HVal, x1: HVal) -> HVal:
+    def rshift(self, x0: Value, x1: Value) -> Value:
         return self.bitwise_right_shift(x0, x1)
 
-    def logical_and(self, x0: HVal, x1: HVal) -> HVal:
+    def logical_and(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.truth({a}) & _m.truth({b})", x0, x1, BOOL)
 
-    def logical_or(self, x0: HVal, x1: HVal) -> HVal:
+    def logical_or(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.truth({a}) | _m.truth({b})", x0, x1, BOOL)
 
-    def logical_xor(self, x0: HVal, x1: HVal) -> HVal:
+    def logical_xor(self, x0: Value, x1: Value) -> Value:
         return self._b("_m.truth({a}) != _m.truth({b})", x0, x1, BOOL)
 
-    def logical_not(self, x0: HVal) -> HVal:
+    def logical_not(self, x0: Value) -> Value:
         return self._u("hl.logical_not(_m.truth({x}))", x0, BOOL)
 
-    def and_(self, x0: HVal, x1: HVal) -> HVal:
+    def and_(self, x0: Value, x1: Value) -> Value:
         return self.logical_and(x0, x1)
 
-    def or_(self, x0: HVal, x1: HVal) -> HVal:
+    def or_(self, x0: Value, x1: Value) -> Value:
         return self.logical_or(x0, x1)
 
-    def xor(self, x0: HVal, x1: HVal) -> HVal:
+    def xor(self, x0: Value, x1: Value) -> Value:
         return self.logical_xor(x0, x1)
 
     # conversions
     def to_dtype(
         self,
-        x: HVal,
+        x: Value,
         dtype: torch.dtype,
         src_dtype: torch.dtype | None = None,
         use_compute_types: bool = True,
-    ) -> HVal:
+    ) -> Value:
         return self.em.emit(f"_m.convert({x}, {_dt(dtype)})", dtype)
 
-    def to_dtype_bitcast(self, x: HVal, dtype: torch.dtype, src_dtype: torch.dtype) -> HVal:
+    def to_dtype_bitcast(self, x: Value, dtype: torch.dtype, src_dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.bitcast({x}, {_dt(dtype)}, {_dt(src_dtype)})", dtype)
 
-    def trunc_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+    def trunc_to_int(self, x: Value, dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.convert(hl.trunc({x}), {_dt(dtype)})", dtype)
 
-    def floor_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+    def floor_to_int(self, x: Value, dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.convert(hl.floor({x}), {_dt(dtype)})", dtype)
 
-    def ceil_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+    def ceil_to_int(self, x: Value, dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.convert(hl.ceil({x}), {_dt(dtype)})", dtype)
 
-    def round_to_int(self, x: HVal, dtype: torch.dtype) -> HVal:
+    def round_to_int(self, x: Value, dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.convert(hl.round({x}), {_dt(dtype)})", dtype)
 
-    def where(self, condition: HVal, input: HVal, other: HVal) -> HVal:
+    def where(self, condition: Value, input: Value, other: Value) -> Value:
         return self.em.emit(f"hl.select({condition}, {input}, {other})", input.dtype)
 
-    def identity(self, x: HVal) -> HVal:
+    def identity(self, x: Value) -> Value:
         return self._u("{x}", x)
 
 
@@ -332,7 +333,7 @@ def _dt(dtype: torch.dtype) -> str:
     return f'"{str(dtype).removeprefix("torch.")}"'
 
 
-def _bool_cmp(x: HVal, op: str) -> str:
+def _bool_cmp(x: Value, op: str) -> str:
     # Halide orders bools only after a cast; False < True as in torch.
     if x.dtype == BOOL:
         return f"hl.cast(hl.UInt(8), {{a}}) {op} hl.cast(hl.UInt(8), {{b}})"

@@ -7,12 +7,13 @@ from collections.abc import Callable
 import sympy
 import torch
 
+from polyduct.codegen import Value
 from polyduct.indexing import index_vars
 from polyduct.ops import ReductionType, StoreMode
 from polyduct_halide.cpu import vectorisation
 from polyduct_halide.hlreduce import REDUCTIONS
 from polyduct_halide.trace import CHECK_MAGIC, Check, Collective, KernelTrace, Reduction
-from polyduct_halide.values import Emitter, HVal, dtype_name, literal
+from polyduct_halide.values import Emitter, dtype_name, literal
 
 
 def func_ref(func: str, n_outer: int, element: int, size: int, extra: str = "") -> str:
@@ -53,9 +54,9 @@ class HalideStructuralOps:
                 f"_rt.require(target, {full}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), "
                 f"hl.cast(hl.Int(64), {raw}), hl.cast(hl.Int(64), {size}))"
             )
-        return self.em.emit(out, torch.int32).code
+        return self.em.emit(out, torch.int32).name
 
-    def load(self, name: str, index: sympy.Expr) -> HVal:
+    def load(self, name: str, index: sympy.Expr) -> Value:
         buf = self.t.spec.buffer(name)
         if buf.role == "local":
             func, element, size = self.t.locals[name].split("|")
@@ -67,11 +68,11 @@ class HalideStructuralOps:
         idx = self._index(index, name, f"{arg}.dim(0).extent()")
         return self.em.emit(f"_m.load({arg}, {idx}, {_dt(buf.dtype)})", buf.dtype)
 
-    def store(self, name: str, index: sympy.Expr, value: HVal, mode: StoreMode = None) -> None:
+    def store(self, name: str, index: sympy.Expr, value: Value, mode: StoreMode = None) -> None:
         buf = self.t.spec.buffer(name)
         func = f"{self.t.names[name]}_out"
         idx = self._index(index, name, f"{func}.output_buffer().dim(0).extent()")
-        val = self.t.guard(value).code
+        val = self.t.guard(value).name
         atomic = mode == "atomic_add"
         if atomic:
             val = f"_m.decode({func}[{idx}], {_dt(buf.dtype)}) + {val}"
@@ -81,11 +82,11 @@ class HalideStructuralOps:
         self.em.lines.append(f"S.append(({func}, {idx}, {encoded}, {atomic}))")
         self.t.stage.stores.append(func)
 
-    def store_reduction(self, name: str, index: sympy.Expr, value: HVal) -> None:
-        func, element, size = value.code.lstrip("@").split("|")
+    def store_reduction(self, name: str, index: sympy.Expr, value: Value) -> None:
+        func, element, size = value.name.lstrip("@").split("|")
         buf = self.t.spec.buffer(name)
         if buf.role == "local":
-            self.t.locals[name] = value.code.lstrip("@")
+            self.t.locals[name] = value.name.lstrip("@")
             return
         ref = func_ref(func, len(self.t.spec.ranges), int(element), int(size))
         self.t.stage.reduction_stores.append((self.t.names[name], index, ref, buf.dtype))
@@ -95,11 +96,11 @@ class HalideStructuralOps:
         dtype: torch.dtype,
         src_dtype: torch.dtype,
         reduction_type: ReductionType,
-        value: HVal | tuple[HVal, ...],
-    ) -> HVal | tuple[HVal, ...]:
+        value: Value | tuple[Value, ...],
+    ) -> Value | tuple[Value, ...]:
         values = list(value) if isinstance(value, tuple) else [value]
         name = self.t.fresh("red")
-        codes = [self.t.guard(v).code for v in values]
+        codes = [self.t.guard(v).name for v in values]
         spec = self.t.spec
         outer = index_vars("x", len(spec.ranges))
         inner = index_vars("r", len(spec.reduction_ranges))[-1:]
@@ -109,19 +110,19 @@ class HalideStructuralOps:
         )
         out_dtype = torch.int64 if reduction_type in ("argmax", "argmin") else dtype
         results = tuple(
-            HVal(f"@{name}[{o}]|0|1", out_dtype) for o in range(REDUCTIONS[reduction_type][1])
+            Value(f"@{name}[{o}]|0|1", out_dtype) for o in range(REDUCTIONS[reduction_type][1])
         )
         return results if len(results) > 1 else results[0]
 
-    def _collective(self, kind: str, values: tuple[HVal, ...], **extra: object) -> Collective:
+    def _collective(self, kind: str, values: tuple[Value, ...], **extra: object) -> Collective:
         name = self.t.fresh(kind)
-        col = Collective(name, kind, list(self.em.lines), [v.code for v in values])
+        col = Collective(name, kind, list(self.em.lines), [v.name for v in values])
         for key, val in extra.items():
             setattr(col, key, val)
         self.t.stage.collectives.append(col)
         return col
 
-    def _results(self, col: Collective, dtypes: tuple[torch.dtype, ...]) -> tuple[HVal, ...]:
+    def _results(self, col: Collective, dtypes: tuple[torch.dtype, ...]) -> tuple[Value, ...]:
         pos = (
             "_rt.flat(["
             + ", ".join(f"r{i}" for i in range(len(self.t.spec.reduction_ranges)))
@@ -136,55 +137,55 @@ class HalideStructuralOps:
     def scan(
         self,
         dtypes: tuple[torch.dtype, ...],
-        combine_fn: Callable[[tuple[HVal, ...], tuple[HVal, ...]], tuple[HVal, ...]],
-        values: tuple[HVal, ...],
-    ) -> tuple[HVal, ...]:
+        combine_fn: Callable[[tuple[Value, ...], tuple[Value, ...]], tuple[Value, ...]],
+        values: tuple[Value, ...],
+    ) -> tuple[Value, ...]:
         stage = self.t.stage
         outer, sub = stage.em, Emitter(self.t.counter)
-        left = tuple(HVal(f"a[{i}]", d) for i, d in enumerate(dtypes))
-        right = tuple(HVal(f"b[{i}]", d) for i, d in enumerate(dtypes))
+        left = tuple(Value(f"a[{i}]", d) for i, d in enumerate(dtypes))
+        right = tuple(Value(f"b[{i}]", d) for i, d in enumerate(dtypes))
         stage.em = sub
         try:
             combined = combine_fn(left, right)
         finally:
             stage.em = outer
-        body = [*sub.lines, f"return ({', '.join(v.code for v in combined)},)"]
+        body = [*sub.lines, f"return ({', '.join(v.name for v in combined)},)"]
         col = self._collective("scan", values, combine=body)
         return self._results(col, dtypes)
 
     def sort(
         self,
         dtypes: tuple[torch.dtype, ...],
-        values: tuple[HVal, ...],
+        values: tuple[Value, ...],
         stable: bool,
         descending: bool,
-    ) -> tuple[HVal, ...]:
+    ) -> tuple[Value, ...]:
         # Rank counting breaks ties by position, so every sort is stable.
         col = self._collective("sort", values, descending=descending)
         return self._results(col, dtypes)
 
-    def masked(self, mask: HVal, body: Callable[[], HVal], other: HVal) -> HVal:
-        self.t.masks.append(mask.code)
+    def masked(self, mask: Value, body: Callable[[], Value], other: Value) -> Value:
+        self.t.masks.append(mask.name)
         try:
             result = body()
         finally:
             self.t.masks.pop()
-        if not isinstance(other, HVal):
+        if not isinstance(other, Value):
             other = self.em.emit(literal(other, result.dtype), result.dtype)
         return self.em.emit(f"hl.select({mask}, {result}, {other})", result.dtype)
 
     def indirect_indexing(
-        self, x: HVal, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
+        self, x: Value, size: sympy.Expr, check: bool = True, wrap_neg: bool = True
     ) -> sympy.Expr:
-        sz = self.em.emit(f"hl.cast({x}.type(), {self.t.expr(size)})", x.dtype).code
-        wrapped = x.code
+        sz = self.em.emit(f"hl.cast({x}.type(), {self.t.expr(size)})", x.dtype).name
+        wrapped = x.name
         if wrap_neg and x.dtype not in (torch.uint8, torch.bool):
-            wrapped = self.em.emit(f"hl.select({x} < 0, {x} + {sz}, {x})", x.dtype).code
-        cond = self.em.emit(f"({wrapped} >= 0) & ({wrapped} < {sz})", torch.bool).code
+            wrapped = self.em.emit(f"hl.select({x} < 0, {x} + {sz}, {x})", x.dtype).name
+        cond = self.em.emit(f"({wrapped} >= 0) & ({wrapped} < {sz})", torch.bool).name
         name = self.t.fresh("ind")
         self.em.lines.append(f"{name}_raw = {wrapped}")
         self.em.lines.append(f"{name} = hl.cast(hl.Int(32), hl.clamp({wrapped}, 0, {sz} - 1))")
-        self.t.add_indirect(name, (x.code, cond, sz, check))
+        self.t.add_indirect(name, (x.name, cond, sz, check))
         return sympy.Symbol(name, integer=True)
 
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
@@ -200,20 +201,20 @@ class HalideStructuralOps:
         args = f"hl.cast(hl.Int(64), {idx}), hl.cast(hl.Int(64), {sz})"
         self.t.pending.append((cond, cid, args))
 
-    def device_assert_async(self, cond: HVal, msg: str) -> None:
+    def device_assert_async(self, cond: Value, msg: str) -> None:
         cid = self.t.add_check(Check("", message=msg))
-        self.t.pending.append((cond.code, cid, "hl.i64(-1), hl.i64(-1)"))
+        self.t.pending.append((cond.name, cid, "hl.i64(-1), hl.i64(-1)"))
 
-    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> HVal:
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Value:
         return self.em.emit(f"_m.convert({self.t.expr(expr)}, {_dt(dtype)})", dtype)
 
-    def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> HVal:
+    def value_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> Value:
         return self.index_expr(expr, dtype)
 
-    def constant(self, value: bool | float, dtype: torch.dtype) -> HVal:
+    def constant(self, value: bool | float, dtype: torch.dtype) -> Value:
         return self.em.emit(literal(value, dtype), dtype)
 
-    def load_seed(self, name: str, offset: HVal) -> HVal:
+    def load_seed(self, name: str, offset: Value) -> Value:
         arg = self.t.names[name]
         self.t.used_args.add(arg)
         buf = self.t.spec.buffer(name)
@@ -221,25 +222,25 @@ class HalideStructuralOps:
         value = f"_m.load({arg}, {idx}, {_dt(buf.dtype)})"
         return self.em.emit(f"hl.cast(hl.Int(64), {value})", torch.int64)
 
-    def rand(self, seed: HVal, offset: HVal) -> HVal:
+    def rand(self, seed: Value, offset: Value) -> Value:
         return self.em.emit(f"_m.rand({seed}, {offset})", torch.float32)
 
-    def randn(self, seed: HVal, offset: HVal) -> HVal:
+    def randn(self, seed: Value, offset: Value) -> Value:
         return self.em.emit(f"_m.randn({seed}, {offset})", torch.float32)
 
-    def randint64(self, seed: HVal, offset: HVal, low: HVal, high: HVal) -> HVal:
+    def randint64(self, seed: Value, offset: Value, low: Value, high: Value) -> Value:
         return self.em.emit(f"_m.randint64({seed}, {offset}, {low}, {high})", torch.int64)
 
     def bucketize(
         self,
-        values: HVal,
+        values: Value,
         boundaries: tuple[str, sympy.Expr, sympy.Expr, sympy.Expr],
-        boundary_indices: HVal,
+        boundary_indices: Value,
         indexing_dtype: torch.dtype,
         right: bool,
         sorter: tuple[str, sympy.Expr] | None = None,
-        sorter_indices: HVal | None = None,
-    ) -> HVal:
+        sorter_indices: Value | None = None,
+    ) -> Value:
         name, length, numel, stride = boundaries
         barg = self.t.names[name]
         self.t.used_args.add(barg)

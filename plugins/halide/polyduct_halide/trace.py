@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from polyduct.codegen import Value
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.kernel import KernelSpec
-from polyduct_halide.values import Emitter, HVal
+from polyduct_halide.values import Emitter
 
 CHECK_MAGIC = 770417  # marks polyduct's bounds checks in Halide requirement failures
 
@@ -132,11 +133,11 @@ class KernelTrace:
         self.checks.append(check)
         return len(self.checks) - 1
 
-    def guard(self, value: HVal) -> HVal:
+    def guard(self, value: Value) -> Value:
         """`value` made to depend on the stage's pending check_bounds/device_assert requirements."""
-        out = value.code
+        out = value.name
         for cond, cid, args in self.pending:
             out = (
                 f"_rt.require(target, {cond}, {out}, hl.i32({CHECK_MAGIC}), hl.i32({cid}), {args})"
             )
-        return HVal(out, value.dtype)
+        return Value(out, value.dtype)

@@ -8,8 +8,9 @@ from typing import Final
 
 import torch
 
-FLOATS: Final = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
-LOW_FLOATS: Final = frozenset({torch.float16, torch.bfloat16})
+from polyduct.codegen import Value, float_literal
+from polyduct.handlers.dtypes import FLOATS, LOW_PRECISION
+
 SIGNED: Final = frozenset({torch.int8, torch.int16, torch.int32, torch.int64})
 UNSIGNED: Final = frozenset({torch.uint8})
 INTS: Final = SIGNED | UNSIGNED
@@ -75,30 +76,13 @@ def literal(value: bool | float, dtype: torch.dtype) -> str:
         return f"hl.Expr({bool(value)})"
     if dtype in FLOATS:
         number = float(value)
-        if dtype in LOW_FLOATS and math.isfinite(number):
+        if dtype in LOW_PRECISION and math.isfinite(number):
             number = float(torch.tensor(number, dtype=dtype).float())
-        if math.isnan(number):
-            text = 'float("nan")'
-        elif math.isinf(number):
-            text = 'float("inf")' if number > 0 else '-float("inf")'
-        else:
-            text = repr(number)
-        return f"{_CONST[dtype]}({text})"
+        return f"{_CONST[dtype]}({float_literal(number)})"
     info = torch.iinfo(dtype)
     number = int(value)
     number = (number - info.min) % (info.max - info.min + 1) + info.min  # wrap like torch
     return f"{_CONST[dtype]}({number})"
-
-
-@dataclass(frozen=True, slots=True)
-class HVal:
-    """A traced value: the source name of a Halide expression and its torch dtype."""
-
-    code: str
-    dtype: torch.dtype
-
-    def __str__(self) -> str:
-        return self.code
 
 
 @dataclass
@@ -113,8 +97,8 @@ class Emitter:
         self.counter[0] += 1
         return f"{prefix}{self.counter[0]}"
 
-    def emit(self, expr: str, dtype: torch.dtype) -> HVal:
+    def emit(self, expr: str, dtype: torch.dtype) -> Value:
         """Bind `expr` to a fresh temporary and return it as a value of `dtype`."""
         name = self.fresh()
         self.lines.append(f"{name} = {expr}")
-        return HVal(name, dtype)
+        return Value(name, dtype)

@@ -11,10 +11,11 @@ import math
 
 import torch
 
+from polyduct.codegen import Value
 from polyduct_triton.prim_ops import TritonPrimitiveOps
-from polyduct_triton.values import BITS, LOW_PRECISION, TL_DTYPE, TritonValue, compute_tl, is_float
+from polyduct_triton.values import BITS, LOW_PRECISION, TL_DTYPE, compute_tl, is_float
 
-V = TritonValue
+V = Value
 
 
 class MathDecompositions(TritonPrimitiveOps):

@@ -7,18 +7,18 @@ from collections.abc import Callable
 import sympy
 import torch
 
+from polyduct.codegen import Value
 from polyduct.ops import StoreMode
 from polyduct_triton.prim_ops import TritonEmitter
 from polyduct_triton.values import (
     LOW_PRECISION,
     TL_DTYPE,
-    TritonValue,
     compute_tl,
 )
 
 from .context import Check
 
-V = TritonValue
+V = Value
 
 
 class TritonMemoryOps(TritonEmitter):
@@ -171,7 +171,7 @@ class TritonMemoryOps(TritonEmitter):
             self.ctx.masks.pop()
         if result is None:
             return result
-        if not isinstance(other, TritonValue):
+        if not isinstance(other, Value):
             other = self._c(other, result.dtype)
         return self._v(f"tl.where({mask}, {result}, {self._held(other, result.dtype)})", result.dtype)
 

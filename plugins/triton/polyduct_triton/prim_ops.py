@@ -6,19 +6,19 @@ import math
 
 import torch
 
+from polyduct.codegen import Value
 from polyduct_triton.context import KernelContext
 from polyduct_triton.values import (
     BITS,
     LOW_PRECISION,
     TL_DTYPE,
-    TritonValue,
     bit_width,
     compute_tl,
     is_float,
     literal,
 )
 
-V = TritonValue
+V = Value
 B = torch.bool
 _NVIDIA = torch.version.hip is None  # compiled kernels may carry PTX (float32 exp's ex2.approx)
 

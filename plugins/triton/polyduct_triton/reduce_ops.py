@@ -15,11 +15,11 @@ from collections.abc import Callable
 
 import torch
 
+from polyduct.codegen import Value
 from polyduct.ops import ReductionType
 from polyduct_triton.prim_ops import TritonEmitter
 from polyduct_triton.values import (
     TL_DTYPE,
-    TritonValue,
     compute_tl,
     is_float,
     literal,
@@ -27,7 +27,7 @@ from polyduct_triton.values import (
     type_min,
 )
 
-V = TritonValue
+V = Value
 _FULL = "[XBLOCK, RBLOCK]"
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from polyduct.codegen import Value
 from polyduct_triton.math_ops import MathDecompositions
-from polyduct_triton.values import TritonValue
 
-V = TritonValue
+V = Value
 
 
 class SpecialFunctions(MathDecompositions):

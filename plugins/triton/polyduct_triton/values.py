@@ -1,17 +1,18 @@
 """Kernel values and dtype facts of the Triton target.
 
-A `TritonValue` is a named temporary of the generated kernel plus the polyduct dtype it stands
-for. float16/bfloat16 values are held in float32 (docs/conventions.md); `dtype` still names the
+A kernel value is a `polyduct.codegen.Value`: a named temporary of the generated kernel plus
+the polyduct dtype it stands for. float16/bfloat16 values are held in float32 (docs/conventions.md); `dtype` still names the
 storage dtype so stores and casts round correctly.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Final
 
 import torch
+
+from polyduct.codegen import float_literal
+from polyduct.handlers.dtypes import FLOATS, LOW_PRECISION
 
 TL_DTYPE: Final[dict[torch.dtype, str]] = {
     torch.bool: "tl.int1",
@@ -28,25 +29,12 @@ TL_DTYPE: Final[dict[torch.dtype, str]] = {
     torch.float32: "tl.float32",
     torch.float64: "tl.float64",
 }
-LOW_PRECISION: Final = frozenset({torch.float16, torch.bfloat16})
-FLOATS: Final = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 BITS: Final[dict[torch.dtype, torch.dtype]] = {
     torch.float16: torch.int16,
     torch.bfloat16: torch.int16,
     torch.float32: torch.int32,
     torch.float64: torch.int64,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TritonValue:
-    """A temporary (or literal expression) in generated Triton code, with its polyduct dtype."""
-
-    name: str
-    dtype: torch.dtype
-
-    def __str__(self) -> str:
-        return self.name
 
 
 def compute_tl(dtype: torch.dtype) -> str:
@@ -74,12 +62,7 @@ def literal(value: bool | float, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "True" if value else "False"
     if is_float(dtype):
-        number = float(value)
-        if math.isnan(number):
-            return 'float("nan")'
-        if math.isinf(number):
-            return 'float("inf")' if number > 0 else 'float("-inf")'
-        return repr(number)
+        return float_literal(float(value))
     return str(int(value))
 
 
