@@ -162,6 +162,13 @@ def _saved_sort_of_transposed(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.var(torch.msort(a2), 1, correction=1),)
 
 
+def _saved_size_expression(a1: torch.Tensor, a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The forward graph returns sizes for the backward, among them `2*s0`: it was returned as
+    # a sympy expression, which AOTAutograd refused (compile._size_outputs).
+    v5 = torch.cat([a2, a2], 0).repeat_interleave(2, -1)
+    return ((v5 / a1.movedim(1, 0)).movedim(-4, 1),)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -296,6 +303,15 @@ CASES: dict[str, Case] = {
         _program(
             InputSpec("a2", (17, 1, 17), torch.float32, layout="transposed", grad=True),
             train=True,
+        ),
+        CPU_BACKENDS,
+    ),
+    "saved_size_expression": (
+        _saved_size_expression,
+        _program(
+            InputSpec("a1", (1, 4, 5, 1), torch.float32, grad=True),
+            InputSpec("a2", (4,), torch.float32, grad=True),
+            train=True, mode="dynamic",
         ),
         CPU_BACKENDS,
     ),

@@ -149,6 +149,7 @@ def compile_graph(
     LOG.info("%s: lowered %d FX nodes to %d IR nodes", title, len(gm.graph.nodes), len(graph.nodes))
     total_outputs = len(graph.outputs)
     constants = _take_constant_outputs(graph)
+    sizes = _size_outputs(graph, constants)
     planned = plan(graph, _schedule_segments(graph, lowering.barriers))
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
     backend_opts = {kernels: dict(options.kernel_options) if kernels == default_kernels else {}}
@@ -165,7 +166,7 @@ def compile_graph(
     wrapper = plugins.wrapper_backend(wrapper_name, wrapper_opts)
     loader = plugins.kernel_loader(backend_opts)
     built = wrapper.build(program, loader)
-    fn = _with_constants(_entry(built), constants, total_outputs)
+    fn = _with_constants(_entry(built), constants, total_outputs, sizes)
     attrs = tuple(lowering.attrs.values())
     fn = _with_attrs(fn, attrs)
     # the Python wrapper rendered its source to build it: not rendered a second time
@@ -315,19 +316,38 @@ def _with_attrs(fn: Callable[..., Any], attrs: tuple[torch.Tensor, ...]) -> Call
     return run
 
 
+def _size_outputs(graph: IRGraph, constants: dict[int, Any]) -> tuple[sympy.Symbol, ...]:
+    """The size symbols of outputs that are expressions of sizes (`2*s0`, saved for a backward),
+    appended to the graph's outputs: the expressions are evaluated from them after each call."""
+    exprs = [c for c in constants.values() if isinstance(c, sympy.Expr)]
+    sizes = tuple(sorted({s for e in exprs for s in e.free_symbols}, key=str))
+    graph.outputs = [*graph.outputs, *sizes]
+    return sizes
+
+
 def _with_constants(
-    fn: Callable[..., Any], constants: dict[int, Any], total: int
+    fn: Callable[..., Any],
+    constants: dict[int, Any],
+    total: int,
+    sizes: tuple[sympy.Symbol, ...] = (),
 ) -> Callable[..., Any]:
     if not constants:
         return fn
 
     template = [constants.get(i) for i in range(total)]
     slots = [i for i in range(total) if i not in constants]
+    exprs = {i: c for i, c in constants.items() if isinstance(c, sympy.Expr)}
+    count = len(slots)
 
     def run(*args: Any) -> list[Any]:
         out = template.copy()
-        for i, value in zip(slots, fn(*args), strict=True):
+        values = list(fn(*args))
+        for i, value in zip(slots, values[:count], strict=True):
             out[i] = value
+        if exprs:
+            env = dict(zip(sizes, values[count:], strict=True))
+            for i, expr in exprs.items():
+                out[i] = int(expr.xreplace(env))
         return out
 
     return run
