@@ -47,6 +47,23 @@ def test_a_difference_is_a_mismatch() -> None:
         check_program(_differs_when_compiled, _one_input(), "reference")
 
 
+def _cos_of_remainder(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
+    # 0.47 % -1000 is -999.53, which eager rounds to bfloat16 (-1000) before the cosine; the
+    # fused kernel keeps it in float32: cos differs by 0.3, and the float64 result sides with it.
+    return (torch.cos(a1 % a0),)
+
+
+def test_low_precision_results_are_judged_against_float64() -> None:
+    program = Program(
+        (InputSpec("a0", (3, 17), torch.bfloat16, values="edge"), InputSpec("a1", (), torch.float64)),
+        (), ("out0",),
+    )
+    check_program(_cos_of_remainder, program, "reference", seed=0)
+    low = Program((InputSpec("a0", (3, 4), torch.bfloat16),), (), ("out0",))
+    with pytest.raises(Mismatch, match=r"out0: 12/12 elements differ"):
+        check_program(_differs_when_compiled, low, "reference")
+
+
 def test_eager_errors_make_a_program_invalid() -> None:
     with pytest.raises(InvalidProgram, match="mat1 and mat2"):
         check_program(lambda a0: (a0 @ a0,), _one_input(), "reference")

@@ -162,6 +162,20 @@ def _saved_sort_of_transposed(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.var(torch.msort(a2), 1, correction=1),)
 
 
+def _saved_size_expression(a1: torch.Tensor, a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The forward graph returns sizes for the backward, among them `2*s0`: it was returned as
+    # a sympy expression, which AOTAutograd refused (compile._size_outputs).
+    v5 = torch.cat([a2, a2], 0).repeat_interleave(2, -1)
+    return ((v5 / a1.movedim(1, 0)).movedim(-4, 1),)
+
+
+def _python_or_of_a_view(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # `v2 | v5` is Python's operator.or_, whose name ends in `_`: the overlapping-write check
+    # took it for torch's in-place or_ of a view of its own input and refused it (overlap).
+    v2 = a1 > 0
+    return (v2 | v2.narrow(0, 0, 1), v2 & v2[1:2])
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -297,6 +311,20 @@ CASES: dict[str, Case] = {
             InputSpec("a2", (17, 1, 17), torch.float32, layout="transposed", grad=True),
             train=True,
         ),
+        CPU_BACKENDS,
+    ),
+    "saved_size_expression": (
+        _saved_size_expression,
+        _program(
+            InputSpec("a1", (1, 4, 5, 1), torch.float32, grad=True),
+            InputSpec("a2", (4,), torch.float32, grad=True),
+            train=True, mode="dynamic",
+        ),
+        CPU_BACKENDS,
+    ),
+    "python_or_of_a_view": (
+        _python_or_of_a_view,
+        _program(InputSpec("a1", (4, 3), torch.float32), outputs=2),
         CPU_BACKENDS,
     ),
 }

@@ -47,6 +47,8 @@ def _in_place_name(node: torch.fx.Node) -> str | None:
         name = node.target
     elif node.op == "call_function" and node.target in _AUGMENTED:
         return getattr(node.target, "__name__", "augmented assignment")
+    elif node.op == "call_function" and node.target in (operator.and_, operator.or_):
+        return None  # `a | b`, `a & b`: Python's operators, not torch's in-place or_ / and_
     elif node.op == "call_function":
         name = getattr(node.target, "__name__", "")
     else:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from polyduct.conformance.tolerance import EXACT, Tol, compare
+from polyduct.conformance.tolerance import EXACT, Tol, compare, mismatch_mask
 from polyduct.fuzz.program import Program, make_inputs, shadow_values
 
 INEXACT_TOL = {
@@ -23,6 +23,7 @@ INEXACT_TOL = {
     torch.float16: Tol(ulps=4, atol=1e-2, rtol=1e-2),
     torch.bfloat16: Tol(ulps=4, atol=5e-2, rtol=5e-2),
 }
+LOW = (torch.float16, torch.bfloat16)
 MODE_DYNAMIC = {"static": False, "dynamic": True, "auto": None}
 Results = dict[str, torch.Tensor]
 
@@ -42,9 +43,13 @@ def _loss_weights(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def execute(fn: Callable[..., Any], program: Program, seed: int, device: str,
-            alt: bool = False) -> Results:
-    """Call `fn` on fresh inputs: outputs, inputs after the call, and gradients when training."""
+            alt: bool = False, upcast: bool = False) -> Results:
+    """Call `fn` on fresh inputs: outputs, inputs after the call, and gradients when training
+    (`upcast`: float16 and bfloat16 inputs as float64, for a more exact reference)."""
     inputs = make_inputs(program, seed, device, alt)
+    if upcast:
+        inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.dtype in LOW else t
+                  for t in inputs]
     outs = list(fn(*inputs))
     results = {name: out for name, out in zip(program.outputs, outs, strict=True)}
     results.update({spec.name: t for spec, t in zip(program.inputs, inputs, strict=True)})
@@ -74,14 +79,33 @@ def tolerance(program: Program, name: str, dtype: torch.dtype, inexact: Tol) -> 
     return Tol(inexact.ulps, inexact.atol * 4, inexact.rtol * 4) if ".grad" in name else inexact
 
 
-def compare_results(program: Program, got: Results, want: Results, label: str) -> list[str]:
-    """One line per differing result (empty: all equal within tolerance)."""
+def closer_than_eager(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor,
+                      tol: Tol) -> bool:
+    """Whether `got` is within tolerance of `want`, or as close to the float64 result `exact`
+    as eager is (twice its error): a fused kernel keeps float16 and bfloat16 intermediates in
+    float32 where eager rounds each one, and an ill-conditioned op after them (cos of 1000)
+    magnifies eager's rounding, not the kernel's error."""
+    if exact.shape != want.shape:
+        return False
+    g, w, e = (t.detach().double() for t in (got, want, exact))
+    closer = (g - e).abs() <= 2 * (w - e).abs() + tol.atol
+    return bool((~mismatch_mask(got, want, tol) | closer | (g.isnan() & e.isnan())).all())
+
+
+def compare_results(program: Program, got: Results, want: Results, label: str,
+                    reference: Results | None = None) -> list[str]:
+    """One line per differing result (empty: all equal within tolerance); with `reference`
+    (eager in float64), a low-precision result is accepted when it is as close to it as eager."""
     if set(got) != set(want):
         return [f"{label}: results {sorted(got)}, eager {sorted(want)}"]
     problems = []
     inexact = program_tolerance(program)
     for name, w in want.items():
-        bad = compare(name, got[name], w, tolerance(program, name, w.dtype, inexact), {})
+        tol = tolerance(program, name, w.dtype, inexact)
+        if (reference is not None and name in reference and w.dtype in LOW and tol is not EXACT
+                and closer_than_eager(got[name], w, reference[name], tol)):
+            continue
+        bad = compare(name, got[name], w, tol, {})
         if bad is not None:
             exact = " (exact)" if name in program.exact else ""
             problems.append(f"{label}{exact}: {bad}")
@@ -110,8 +134,11 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
     compiled = torch.compile(fn, backend="polyduct", options=opts,
                              dynamic=MODE_DYNAMIC[program.mode])
     try:
-        problems = compare_results(program, execute(compiled, program, seed, device), want,
-                                   "call 1")
+        got = execute(compiled, program, seed, device)
+        problems = compare_results(program, got, want, "call 1")
+        if problems and any(t.dtype in LOW for t in want.values()):
+            reference = execute(fn, program, seed, device, upcast=True)
+            problems = compare_results(program, got, want, "call 1", reference)
         if want_alt is not None:
             got_alt = execute(compiled, program, seed + 1, device, alt=True)
             problems += compare_results(program, got_alt, want_alt, "call 2 (new shapes)")

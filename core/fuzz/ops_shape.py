@@ -102,7 +102,10 @@ def view(g: Gen) -> Emit | None:
         expr = f"{x.name}.mT"
     else:
         d = g.rng.randrange(r)
-        expr = f"{x.name}.unfold({d}, {g.rng.randint(1, max(x.shape[d], 1))}, {g.choice((1, 2))})"
+        size, step = g.rng.randint(1, max(x.shape[d], 1)), g.choice((1, 2))
+        if g.train:  # overlapping windows with a gradient: torch's AOTAutograd copies the
+            step = max(step, size)  # incoming gradient into that layout and loses elements
+        expr = f"{x.name}.unfold({d}, {size}, {step})"
     return None if expr is None else Emit(expr, x.exact)
 
 
