@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import unset_fake_temporarily
 from polyduct.errors import LoweringError
 from polyduct.frontend.devices import accelerator, library_only_dtype, moved_scalars
 from polyduct.frontend.externs import extern_call, transfer
-from polyduct.frontend.fx_nodes import mutates, shared_alias_bases
+from polyduct.frontend.fx_nodes import is_view, mutates, shared_alias_bases
 from polyduct.frontend.output_views import eager_strided, overlapping_view
 from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
@@ -199,7 +199,7 @@ class GraphLowering:
                 and (
                     value.cost > self.realize_cost
                     or _reads(value) > REALIZE_READS
-                    or self._read_from_memory(node)
+                    or self._read_from_memory(node, outputs=False)
                 )
             ):
                 value = self._stored(node, value)
@@ -220,19 +220,19 @@ class GraphLowering:
             return realize_like_eager(self.graph, value, node.meta.get("val"))
         return self.graph.realize(value)
 
-    def _read_from_memory(self, node: torch.fx.Node) -> bool:
-        """Whether a user of `node`, seen through views, reads it from memory: the graph's
-        output, or an op with no lowering (an extern call: `h` of `x + h` read by
-        `addmm(b, h.view(-1, d), w)`)."""
+    def _read_from_memory(self, node: torch.fx.Node, outputs: bool = True) -> bool:
+        """Whether a user of `node`, seen through views, reads it from memory: an op with no
+        lowering (an extern call: `h` of `x + h` read by `addmm(b, h.view(-1, d), w)`), or,
+        with `outputs`, the graph's output."""
         stack, seen = list(node.users), set()
         while stack:
             user = stack.pop()
-            if user.op == "output":
+            if user.op == "output" and outputs:
                 return True
             if user in seen or user.op != "call_function":
                 continue
             seen.add(user)
-            if user.target is operator.getitem or op_name(user.target) in VIEW_OPS:
+            if user.target is operator.getitem or op_name(user.target) in VIEW_OPS or is_view(user):
                 stack.extend(user.users)
             elif (
                 op_name(user.target) in LIBRARY_OPERANDS
