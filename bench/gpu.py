@@ -241,26 +241,27 @@ def check() -> list[dict[str, Any]]:
 
 def _triton_modules() -> list[Any]:
     """The polyduct-triton kernel modules the backend loaded in this process: named
-    `polyduct_triton_k_<digest>`, and defining `_configs`, `_BEST` and `_COMPILED` (looked up
-    in their namespace, not through `getattr`, which some modules answer for any name)."""
+    `polyduct_triton_k_<digest>`, and defining a `RUNTIME` (looked up in their namespace, not
+    through `getattr`, which some modules answer for any name) with `best` and `compiled`."""
     import sys
 
     def ours(name: str, module: Any) -> bool:
         names = getattr(module, "__dict__", {})
-        return name.startswith("polyduct_triton_k_") and "_configs" in names and all(
-            isinstance(names.get(n), dict) for n in ("_BEST", "_COMPILED"))
+        runtime = names.get("RUNTIME")
+        return name.startswith("polyduct_triton_k_") and all(
+            isinstance(getattr(runtime, n, None), dict) for n in ("best", "compiled"))
 
     return [m for name, m in list(sys.modules.items()) if ours(name, m)]
 
 
 def _tuned_configs() -> list[dict[str, Any]]:
     """The config each polyduct-triton kernel loaded in this process chose per shape class
-    (the launcher's `_BEST`): which autotuning candidates win, to prune the candidate lists."""
+    (the runtime's `best`): which autotuning candidates win, to prune the candidate lists."""
     return [
-        {"kernel": module.NAME, "kind": module.KIND, "xnumel_pow2": xp, "rnumel_pow2": rp,
-         "candidates": module._configs(xp, rp), "chosen": cfg}
+        {"kernel": module.NAME, "kind": module.RUNTIME.facts.kind, "xnumel_pow2": xp, "rnumel_pow2": rp,
+         "candidates": module.RUNTIME.configs(xp, rp), "chosen": cfg}
         for module in _triton_modules()
-        for (_, xp, rp, _), cfg in module._BEST.items()
+        for (_, xp, rp, _), cfg in module.RUNTIME.best.items()
     ]
 
 
@@ -272,7 +273,7 @@ def _launch_paths() -> dict[str, int]:
 
     paths: Counter[str] = Counter()
     for module in _triton_modules():
-        for launch in module._COMPILED.values():
+        for launch in module.RUNTIME.compiled.values():
             paths[getattr(launch, "via", "?")] += 1
             paths["compiled by workers"] += bool(getattr(launch, "ahead", False))
     return {k: v for k, v in paths.items() if v}

@@ -79,20 +79,20 @@ def measure(module: ModuleType, launch: tuple, cfg: tuple[int, int, int],
     import triton.testing
 
     tensors, sizes, xnumel, rnumel, idx64, err = launch
-    args = module._args(tensors, sizes, xnumel, rnumel, err)
-    _, job = module._job(cfg, args, xnumel, rnumel, idx64)
+    args = module.RUNTIME._args(tensors, sizes, xnumel, rnumel, err)
+    _, job = module.RUNTIME._job(cfg, args, xnumel, rnumel, idx64)
     with tempfile.TemporaryDirectory() as tmp:  # each compile's cache; the last one's is launched
         samples = triton_stages.compile_samples(module, job, repeats, tmp)
-        module._COMPILED.clear()  # the launch below loads this config's last compile
-        scratch = [t.clone() if i in module.WRITTEN else t for i, t in enumerate(tensors)]
+        module.RUNTIME.compiled.clear()  # the launch below loads this config's last compile
+        scratch = [t.clone() if i in module.RUNTIME.facts.written else t for i, t in enumerate(tensors)]
         ms = triton.testing.do_bench(
-            lambda: module._launch(cfg, scratch, sizes, xnumel, rnumel, idx64, err),
+            lambda: module.RUNTIME._launch(cfg, scratch, sizes, xnumel, rnumel, idx64, err),
             warmup=25, rep=100)
     seconds = triton_stages.medians(samples)
     seconds["compile"] = seconds.pop("warmup")
     xb, rb, warps = cfg
     per_thread = xb * rb // (32 * warps)
-    persistent = module.KIND != "pointwise" and rb >= rnumel
+    persistent = module.RUNTIME.facts.kind != "pointwise" and rb >= rnumel
     return {"config": list(cfg), "elements_per_thread": per_thread, "persistent": persistent,
             "kernel_ms": round(ms, 5), **seconds}
 
@@ -117,10 +117,10 @@ def main() -> None:
             gc.freeze()  # as compile workers run: no full collections of torch's heap
             for module, launch in kernels:
                 _, _, xnumel, rnumel, _, _ = launch
-                heuristic = module._configs(xnumel, rnumel)
-                for cfg in grid(module.KIND, xnumel, rnumel):
+                heuristic = module.RUNTIME.configs(xnumel, rnumel)
+                for cfg in grid(module.RUNTIME.facts.kind, xnumel, rnumel):
                     row = {"workload": name, "dtype": dtype, "kernel": module.NAME,
-                           "kind": module.KIND, "candidate": cfg in heuristic,
+                           "kind": module.RUNTIME.facts.kind, "candidate": cfg in heuristic,
                            **measure(module, launch, cfg, args.repeats)}
                     rows.append(row)
                     print(json.dumps(row), flush=True)

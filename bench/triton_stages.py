@@ -60,7 +60,7 @@ def compile_samples(module: Any, job: tuple[Any, ...], runs: int, root: str) -> 
         module._kernel.device_caches.clear()  # the JIT's in-memory cache of compiled kernels
         SECONDS.clear()
         start = time.perf_counter()
-        module.warmup(*job)
+        module.RUNTIME.warmup(*job)
         samples.append({**SECONDS, "warmup": time.perf_counter() - start})
     return samples
 

@@ -91,9 +91,10 @@ def test_launch_counts_read_only_polyduct_triton_modules(monkeypatch: pytest.Mon
     module = types.ModuleType("polyduct_triton_k_fake")
     ahead, here = types.SimpleNamespace(via="torch", ahead=True), types.SimpleNamespace(
         via="triton (scratch memory)", ahead=False)
-    module.__dict__.update(NAME="k", KIND="pointwise", _configs=lambda xp, rp: [(1024, 1, 4)],
-                           _BEST={("cuda", 8, 1, False): (1024, 1, 4)},
-                           _COMPILED={"a": ahead, "b": here})
+    runtime = types.SimpleNamespace(
+        facts=types.SimpleNamespace(kind="pointwise"), configs=lambda xp, rp: [(1024, 1, 4)],
+        best={("cuda", 8, 1, False): (1024, 1, 4)}, compiled={"a": ahead, "b": here})
+    module.__dict__.update(NAME="k", RUNTIME=runtime)
     for name in [n for n in sys.modules if n.startswith("polyduct_triton_k_")]:
         monkeypatch.delitem(sys.modules, name)  # kernels other tests in this process loaded
     monkeypatch.setitem(sys.modules, module.__name__, module)

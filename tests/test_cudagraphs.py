@@ -252,4 +252,4 @@ def test_tuning_is_finished_before_a_graph_records() -> None:
     for _ in range(WARMUP + 2):
         torch.testing.assert_close(compiled(x, y), _fn(x, y))
     kernels = [sys.modules[n] for n in set(sys.modules) - before if "polyduct_triton_k_" in n]
-    assert kernels and not any(k._PENDING for k in kernels), "a graph recorded untuned launches"
+    assert kernels and not any(k.RUNTIME.pending for k in kernels), "a graph recorded untuned launches"

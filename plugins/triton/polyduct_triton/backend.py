@@ -109,8 +109,8 @@ class TritonBackend(KernelBackend):
             workers = self.options.compile_workers
             early = precompile.ahead(path, name, workers) if _compiles_ahead(src.source) else None
             module = import_module_file(path, name)
-            module.TUNING_CACHE = self._cache()  # tuned configs outlive the process
-            module.LAUNCHER = self.options.launcher
+            module.RUNTIME.tuning_cache = self._cache()  # tuned configs outlive the process
+            module.RUNTIME.launcher = self.options.launcher
             precompile.attach(module, early)
             loaded.append((module, path))
         precompile.submit(loaded, slice(1, None), self.options.compile_workers)

@@ -8,20 +8,14 @@ where compile workers build the candidates, launches run the heuristic config un
 all compiled), computes its grid and launches (through torch's static CUDA launcher where it can).
 Index-check failures recorded by the kernel are raised here as `KernelIndexError`.
 
-`render_launcher` writes a module's constants and its `_shape`, `jobs` and `launch`; the runtime
-they call (kernel_runtime.py) is shared by every module and installed into each by
-`install_runtime`.
+`render_launcher` writes a module's facts, its `KernelRuntime` and its `_shape`, `jobs` and
+`launch`; the runtime they call (kernel_runtime.py) is an ordinary module every kernel imports.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import inspect
 import linecache
-import threading
-from pathlib import Path
-from types import CodeType
 from typing import Any
 
 import sympy
@@ -32,38 +26,10 @@ from polyduct.codegen import string_literal
 from polyduct.indexing import PythonIndexPrinter, product
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext
+from polyduct_triton.kernel_runtime import LAUNCH_LOCK
 
 HEAVY_LINES = 400  # past it a kernel is HEAVY: one element per thread
 LIGHT_LINES = 48  # up to it a kernel is LIGHT: 16-bit types take 16 bytes per pointwise thread
-# One lock for every generated module of the process: Triton's interpreter patches the
-# `triton.language` module itself while it runs a kernel (another thread's kernel then fails with
-# "Did you forget to add @triton.jit"), and config choice, tuning and compiling update shared
-# tables. Launches of a kernel whose config is settled (`_READY`, GPUs) take no lock.
-LAUNCH_LOCK = threading.RLock()
-
-
-@functools.cache
-def _runtime() -> tuple[CodeType, str]:
-    """kernel_runtime.py compiled (once per process), and its SHA-256."""
-    path = Path(__file__).with_name("kernel_runtime.py")
-    text = path.read_text()
-    return compile(text, str(path), "exec"), hashlib.sha256(text.encode()).hexdigest()
-
-
-def install_runtime(namespace: dict[str, Any]) -> None:
-    """Define the runtime's functions in a generated kernel module's namespace (the module's
-    last statement before its own `_shape`, `jobs` and `launch`)."""
-    code, digest = _runtime()
-    namespace["RUNTIME_DIGEST"] = digest
-    namespace["_LAUNCH_LOCK"] = LAUNCH_LOCK
-    exec(code, namespace)  # noqa: S102 - polyduct's own file, in the module it was written for
-    kernel = namespace["_kernel"]
-    if not namespace["INTERPRET"] and getattr(kernel, "hash", "") is None:
-        # Triton keys a compiled kernel by a hash of its source and of every function it
-        # calls, found by walking its AST at the first launch (8-17 ms a kernel on a 2-core CPU,
-        # in the process and in each compile worker). The module's own digest covers the same
-        # text: its kernel and helpers; Triton's version, options and target are keyed by Triton.
-        kernel.hash = namespace["KERNEL_DIGEST"]
 
 
 def jit(fn: Any) -> Any:
@@ -134,7 +100,7 @@ def _static_jobs(spec: KernelSpec, ctx: KernelContext) -> list[str]:
     err = ", torch.int64" if ctx.checks else ""  # the index-check flags
     return ["    xnumel, rnumel, idx64 = _SHAPE",
             f"    args = ({''.join(d + ', ' for d in dtypes)}xnumel, rnumel{err})",
-            "    return _jobs(args, xnumel, rnumel, idx64)"]
+            "    return RUNTIME.jobs(args, xnumel, rnumel, idx64)"]
 
 
 def render_launcher(
@@ -159,20 +125,17 @@ def render_launcher(
     )
     shape = f"_shape({', '.join(sizes)})" if sizes else "_SHAPE"
     lines = [
-        f"KIND = {string_literal(spec.kind)}",
-        f"HEAVY = {body_lines > HEAVY_LINES}",
-        f"LIGHT = {body_lines <= LIGHT_LINES}",
-        f"ITEMSIZE = {max((b.dtype.itemsize for b in spec.args), default=4)}",
-        f"BLOCK_MERGES = {ctx.block_merges}",
-        f"FP_FUSION = {ctx.ops_used <= CONTRACTIBLE}",
-        f"AUTOTUNE = {autotune}",
         f"STATIC_SIZES = {not spec.size_args}",
         f"KERNEL_DIGEST = {string_literal(digest)}",
-        f"WRITTEN = frozenset({written!r})",
-        f"CHECKED = ({checked}{',' if ctx.checks else ''})",
-        f"ASSERTS = {{{asserts}}}",
-        "# config choice, tuning, compiling and launching: polyduct_triton/kernel_runtime.py",
-        "install_runtime(globals())",
+        "RUNTIME = KernelRuntime(_kernel, KernelFacts(",
+        f"    name=NAME, path=__file__, interpret=INTERPRET, kind={string_literal(spec.kind)},",
+        f"    heavy={body_lines > HEAVY_LINES}, light={body_lines <= LIGHT_LINES},",
+        f"    itemsize={max((b.dtype.itemsize for b in spec.args), default=4)},",
+        f"    block_merges={ctx.block_merges}, fp_fusion={ctx.ops_used <= CONTRACTIBLE},",
+        f"    autotune={autotune}, digest=KERNEL_DIGEST, written=frozenset({written!r}),",
+        f"    checked=({checked}{',' if ctx.checks else ''}), asserts={{{asserts}}},",
+        "))",
+        "_run = RUNTIME.run",
         "",
         "",
         f"def _shape({', '.join(sizes)}):",
@@ -207,6 +170,6 @@ def render_launcher(
             "    if err.is_cuda and torch.cuda.is_current_stream_capturing():",
             "        torch._assert_async(~err.view(-1, 3)[:, 0].any(), NAME + ': index out of bounds')",
             "    elif bool(err.view(-1, 3)[:, 0].any()):",
-            "        _raise_index_error(err)",
+            "        RUNTIME.raise_index_error(err)",
         ]
     return "\n".join(lines)

@@ -5,7 +5,7 @@ runs the program on the exported example inputs first): the config each shape cl
 chosen by tuning where it tuned, and, for compiled kernels, every (config, specialisation) of
 those configs it launched: the cubin and the launch metadata torch's static CUDA launcher needs
 (kernel name, argument types, warps, shared memory). `load_packaged_kernels` imports each kernel
-module from its source (Triton is imported, nothing is compiled) and sets its `PACKAGED` to a
+module from its source (Triton is imported, nothing is compiled) and sets its runtime's `packaged` to a
 `PackagedKernels`, which the module's runtime asks for configs and launch functions instead of
 tuning and compiling. Cubins are loaded and launched by torch's static CUDA launcher (its C
 functions: not the Python class, whose module imports Inductor and Dynamo): no compiler, and not
@@ -32,6 +32,7 @@ import triton
 from polyduct.cache import import_module_file
 from polyduct.errors import PackageError, PackagingUnsupported
 from polyduct.kernel import KernelFn, KernelSource
+from polyduct_triton import triton_shim
 
 INDEX: Final = "kernels.json"
 
@@ -42,16 +43,16 @@ def package_kernels(modules: Sequence[tuple[KernelSource, ModuleType]]) -> dict[
     files: dict[str, bytes] = {}
     index: dict[str, Any] = {}
     for src, module in modules:
-        if not (module.INTERPRET or module.DIRECT):
+        if not (module.INTERPRET or module.RUNTIME.direct):
             raise PackagingUnsupported(
                 "triton", f"Triton {triton.__version__} launches kernels through its JIT only"
             )
-        chosen = {cfg for cfg in module._BEST.values()}
+        chosen = {cfg for cfg in module.RUNTIME.best.values()}
         variants = {}
-        for (_, key), launch in sorted(module._COMPILED.items(), key=repr):
+        for (_, key), launch in sorted(module.RUNTIME.compiled.items(), key=repr):
             if key[0] in chosen and repr(key) not in variants:
                 variants[repr(key)] = _variant(src.name, key, launch, files)
-        configs = sorted([list(k[1:]), list(cfg)] for k, cfg in module._BEST.items())
+        configs = sorted([list(k[1:]), list(cfg)] for k, cfg in module.RUNTIME.best.items())
         index[src.name] = {"configs": configs, "variants": variants}
     if modules and not any(info["configs"] for info in index.values()):
         raise PackagingUnsupported(
@@ -75,7 +76,7 @@ def _variant(kernel: str, key: Any, launch: Any, files: dict[str, bytes]) -> dic
             f"kernel {kernel!r} launches {key!r} through Triton's own launcher "
             f"({getattr(launch, 'via', '?')}), which loads only where a C compiler is",
         )
-    cubin = Path(launch.compiled._cubin_path).read_bytes()
+    cubin = Path(triton_shim.cubin_path(launch.compiled)).read_bytes()
     name = f"{kernel}/{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
     files[name] = cubin
     # what torch's launcher object passes to its C functions; Triton's scratch arguments (a
@@ -120,9 +121,9 @@ def load_packaged_kernels(
             device = torch.cuda.current_device()
             for text in packaged.variants:
                 key = ast.literal_eval(text)
-                module._COMPILED[device, key] = packaged.launch(key, device)
-        module.PACKAGED = packaged
-        module.LAUNCHER = launcher
+                module.RUNTIME.compiled[device, key] = packaged.launch(key, device)
+        module.RUNTIME.packaged = packaged
+        module.RUNTIME.launcher = launcher
         kernels[src.name] = module.launch
     return kernels
 

@@ -194,7 +194,7 @@ def attach(module: ModuleType, future: Future[str | None] | None) -> None:
     under the key its first launch looks up; a module without jobs leaves it unused."""
     jobs = module.jobs() if future is not None else []
     if jobs:
-        module.PRECOMPILED[jobs[0][0]] = future
+        module.RUNTIME.precompiled[jobs[0][0]] = future
 
 
 def submit(
@@ -215,7 +215,7 @@ def submit(
         for rank, (key, _) in list(enumerate(jobs))[ranks]:
             future = target_pool.submit(_job(path, module.__name__, rank, settings),
                                         _HEURISTIC if rank == 0 else _CANDIDATE)
-            module.PRECOMPILED[key] = future
+            module.RUNTIME.precompiled[key] = future
             _SUBMITTED.append(future)
             queued += 1
     return queued
@@ -278,7 +278,7 @@ def _compile_job(job: dict[str, Any], modules: dict[str, ModuleType], driver: _T
         module = modules[job["path"]] = import_module_file(Path(job["path"]), job["module"])
     jobs = module.jobs()
     if job["rank"] < len(jobs):  # else nothing to build ahead (sizes known only at launch)
-        module.warmup(*jobs[job["rank"]][1])
+        module.RUNTIME.warmup(*jobs[job["rank"]][1])
 
 
 @triton.jit  # type: ignore[untyped-decorator]

@@ -58,10 +58,10 @@ def test_autotune_option_decides_whether_large_problems_benchmark(
     `autotune=False`, which takes the heuristic config and compiles nothing else."""
     module = cuda_module(tmp_path, f"tune_{autotune}", autotune)
     tuned: list[Any] = []
-    module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+    module.RUNTIME._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
     cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
-    chosen = module._pick([cuda_tensor], (), 1 << 22, 0, False, None)
-    candidates = module._configs(1 << 22, 0)
+    chosen = module.RUNTIME._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    candidates = module.RUNTIME.configs(1 << 22, 0)
     assert len(candidates) > 1
     assert chosen == (candidates[-1] if autotune else candidates[0])
     assert tuned == ([candidates] if autotune else [])
@@ -84,13 +84,14 @@ def test_pointwise_configs_follow_the_element_width(
     s = spec(f"w{per_thread}", [7], [], [("outer", body)], [buf("a", a, "in"), buf("o", a, "out")])
     source = cuda_source(tmp_path, s)
     module = import_module_file(_write(tmp_path, source), f"width_{per_thread}")
-    assert module.LIGHT  # a one-line body
+    runtime = module.RUNTIME
+    assert runtime.facts.light  # a one-line body
     for expect in (light, per_thread):
-        configs = module._configs(1 << 26, 0)
+        configs = module.RUNTIME.configs(1 << 26, 0)
         assert [xb // (32 * warps) for xb, _, warps in configs] == (
             [expect, expect] + ([expect // 2] if expect > 1 else []))
-        assert module._configs(64, 0) == [(64, 1, 2)]
-        module.LIGHT = False
+        assert module.RUNTIME.configs(64, 0) == [(64, 1, 2)]
+        runtime.facts = dataclasses.replace(runtime.facts, light=False)
 
 
 def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
@@ -98,15 +99,16 @@ def test_persistent_rows_hold_32_bytes_per_thread(tmp_path: Path) -> None:
     first). bfloat16 also tries 16 warps and two rows per program; float32 tries the row looped
     in halves, unless a reduction merges per block (welford), which then tunes nothing."""
     module = cuda_module(tmp_path, "rows")
-    module.KIND = "reduction"
+    runtime = module.RUNTIME
+    runtime.facts = dataclasses.replace(runtime.facts, kind="reduction")
     for itemsize, merges, configs in (
         (2, False, [(1, 4096, 8), (1, 4096, 16), (2, 4096, 16)]),
         (2, True, [(1, 4096, 8), (1, 4096, 16), (2, 4096, 16)]),
         (4, False, [(1, 4096, 16), (1, 2048, 16)]),
         (4, True, [(1, 4096, 16)]),
     ):
-        module.ITEMSIZE, module.BLOCK_MERGES = itemsize, merges
-        assert module._configs(16384, 4096) == configs, (itemsize, merges)
+        runtime.facts = dataclasses.replace(runtime.facts, itemsize=itemsize, block_merges=merges)
+        assert module.RUNTIME.configs(16384, 4096) == configs, (itemsize, merges)
 
 
 @pytest.mark.parametrize(("reduction", "merges"), [("sum", False), ("max", False),
@@ -122,7 +124,7 @@ def test_block_merges_names_reductions_that_merge_per_block(
     s = spec(f"merges_{reduction}", [8], [64], [("reduction", body)],
              [buf("a", torch.float32, "in", 512), buf("o", dtype, "out", 8)])
     source = cuda_source(tmp_path, s)
-    assert f"BLOCK_MERGES = {merges}" in source
+    assert f"block_merges={merges}" in source
 
 
 def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
@@ -137,7 +139,7 @@ def test_kernel_is_keyed_by_its_module_digest(tmp_path: Path) -> None:
     for s in (copy_spec("digest_a"),
               spec("digest_b", [7], [], [("outer", body)], [buf("a", t, "in"), buf("o", t, "out")])):
         text = be.codegen(dataclasses.replace(s, device="cuda")).source
-        above = text[:text.index("KIND = ")]
+        above = text[:text.index("STATIC_SIZES = ")]
         assert f'KERNEL_DIGEST = "{hashlib.sha256(above.encode()).hexdigest()}"' in text
         paths.append(tmp_path / f"{s.name}.py")
         paths[-1].write_text(text)
@@ -228,11 +230,11 @@ def test_fp_fusion_only_for_contraction_safe_ops(tmp_path: Path, op: str, fused:
     """a*b+c may become one fma unless some op of the kernel needs its products rounded alone."""
     source = backend(tmp_path).codegen(
         dataclasses.replace(_unary_spec(f"k_{op}", op), device="cuda")).source
-    assert f"FP_FUSION = {fused}" in source
+    assert f"fp_fusion={fused}" in source
     module = import_module_file(_write(tmp_path, source), f"k_{op}")
     compiled: list[dict[str, Any]] = []
     module._kernel.warmup = lambda *args, **options: compiled.append(options)
-    module.warmup((64, 1, 2), (torch.float32, torch.float32, 5, 1), 1, False, True)
+    module.RUNTIME.warmup((64, 1, 2), (torch.float32, torch.float32, 5, 1), 1, False, True)
     assert compiled[0]["enable_fp_fusion"] is fused  # what Triton compiles the kernel with
 
 

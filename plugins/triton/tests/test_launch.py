@@ -22,17 +22,17 @@ def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
 
     def fresh_module(name: str, device: str = "NVIDIA H200") -> Any:
         module = import_module_file(path, name)
-        module.TUNING_CACHE = Cache(tmp_path / "cache")
-        module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
-        module._device_name = lambda index: device
+        module.RUNTIME.tuning_cache = Cache(tmp_path / "cache")
+        module.RUNTIME._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+        module.RUNTIME._device_name = lambda index: device
         return module
 
     cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
-    first = fresh_module("tuned_a")._pick([cuda_tensor], (), 1 << 22, 0, False, None)
-    again = fresh_module("tuned_b")._pick([cuda_tensor], (), (1 << 22) - 5, 0, False, None)
+    first = fresh_module("tuned_a").RUNTIME._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    again = fresh_module("tuned_b").RUNTIME._pick([cuda_tensor], (), (1 << 22) - 5, 0, False, None)
     assert first == again and len(tuned) == 1
-    fresh_module("tuned_c")._pick([cuda_tensor], (), 1 << 23, 0, False, None)
-    fresh_module("tuned_d", "another GPU")._pick([cuda_tensor], (), 1 << 22, 0, False, None)
+    fresh_module("tuned_c").RUNTIME._pick([cuda_tensor], (), 1 << 23, 0, False, None)
+    fresh_module("tuned_d", "another GPU").RUNTIME._pick([cuda_tensor], (), 1 << 22, 0, False, None)
     assert len(tuned) == 3
 
 
@@ -51,11 +51,11 @@ def test_tuning_benchmarks_others_only_for_long_kernels(
         calls.append(fn)
         return times[len(calls) - 1]
 
-    monkeypatch.setattr(module, "_time_ms", bench)
-    configs = module._configs(1 << 22, 0)
-    assert len(configs) == 3 and (times[0] < module.TUNE_MIN_MS) == (benchmarked == 1)
+    monkeypatch.setattr(module.RUNTIME, "_time_ms", bench)
+    configs = module.RUNTIME.configs(1 << 22, 0)
+    assert len(configs) == 3 and (times[0] < module.RUNTIME.TUNE_MIN_MS) == (benchmarked == 1)
     a = torch.randn(7)
-    chosen = module._tune(configs, (a, torch.empty(7)), (), 1 << 22, 0, False, None)
+    chosen = module.RUNTIME._tune(configs, (a, torch.empty(7)), (), 1 << 22, 0, False, None)
     assert chosen == configs[best]
     assert len(calls) == benchmarked
 
@@ -67,27 +67,27 @@ def test_short_kernels_cancel_their_candidates_compile_jobs(tmp_path: Path) -> N
     from concurrent.futures import Future
 
     module = cuda_module(tmp_path, "drop_jobs")
-    module._time_ms = lambda fn: 0.001
-    module._launch = lambda *args: None
+    module.RUNTIME._time_ms = lambda fn: 0.001
+    module.RUNTIME._launch = lambda *args: None
     a, o = torch.randn(7), torch.empty(7)
-    configs = module._configs(1 << 22, 0)
+    configs = module.RUNTIME.configs(1 << 22, 0)
     args = (a, o, 1 << 22, 0)
     futures = {}
     for cfg in configs:
-        key = module._job(cfg, args, 1 << 22, 0, False)[0]
-        futures[cfg] = module.PRECOMPILED[key] = Future()
-    assert module._tune(configs, (a, o), (), 1 << 22, 0, False, None) == configs[0]
+        key = module.RUNTIME._job(cfg, args, 1 << 22, 0, False)[0]
+        futures[cfg] = module.RUNTIME.precompiled[key] = Future()
+    assert module.RUNTIME._tune(configs, (a, o), (), 1 << 22, 0, False, None) == configs[0]
     assert [futures[c].cancelled() for c in configs] == [False] + [True] * (len(configs) - 1)
-    assert len(module.PRECOMPILED) == 1  # the heuristic's job: its launch takes it
+    assert len(module.RUNTIME.precompiled) == 1  # the heuristic's job: its launch takes it
 
-    module.PRECOMPILED.clear()
+    module.RUNTIME.precompiled.clear()
     for cfg in configs:
-        key = module._job(cfg, args, 1 << 22, 0, False)[0]
-        futures[cfg] = module.PRECOMPILED[key] = Future()
-    module.TUNING_CACHE = Cache(tmp_path / "tuning")
-    module._device_name = lambda device: "NVIDIA H200"
-    module._tune = lambda configs, *rest: configs[-1]  # the winner the cache keeps
-    assert module._tuned((1 << 22, 1, False), configs, (a, o), (), 1 << 22, 0, False,
+        key = module.RUNTIME._job(cfg, args, 1 << 22, 0, False)[0]
+        futures[cfg] = module.RUNTIME.precompiled[key] = Future()
+    module.RUNTIME.tuning_cache = Cache(tmp_path / "tuning")
+    module.RUNTIME._device_name = lambda device: "NVIDIA H200"
+    module.RUNTIME._tune = lambda configs, *rest: configs[-1]  # the winner the cache keeps
+    assert module.RUNTIME._tuned((1 << 22, 1, False), configs, (a, o), (), 1 << 22, 0, False,
                          None) == configs[-1]
     assert [futures[c].cancelled() for c in configs] == [True] * (len(configs) - 1) + [False]
 
@@ -102,22 +102,22 @@ def test_candidates_compiling_in_workers_are_tuned_once_all_have_compiled(tmp_pa
 
     def fresh_module(name: str) -> Any:  # the same kernel, as a new process imports it
         module = import_module_file(Path(path), name)
-        module.TUNING_CACHE = Cache(tmp_path / "tuning")
-        module._device_name = lambda device: "NVIDIA H200"
-        module._specialisation = lambda args: (True,)  # no tensor on a GPU to inspect
-        module._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
+        module.RUNTIME.tuning_cache = Cache(tmp_path / "tuning")
+        module.RUNTIME._device_name = lambda device: "NVIDIA H200"
+        module.RUNTIME._specialisation = lambda args: (True,)  # no tensor on a GPU to inspect
+        module.RUNTIME._tune = lambda configs, *rest: tuned.append(configs) or configs[-1]
         return module
 
     tuned: list[Any] = []
     module = fresh_module("first")
     t, n = SimpleNamespace(device=torch.device("cuda", 0)), 1 << 22
-    configs = module._configs(n, 0)
+    configs = module.RUNTIME.configs(n, 0)
     futures: list[Future[str | None]] = [Future() for _ in configs]
     for cfg, future in zip(configs, futures, strict=True):
-        module.PRECOMPILED[module._job(cfg, module._args([t], (), n, 0, None), n, 0, False)[0]] = future
+        module.RUNTIME.precompiled[module.RUNTIME._job(cfg, module.RUNTIME._args([t], (), n, 0, None), n, 0, False)[0]] = future
 
     def pick(m: Any = module) -> Any:
-        return m._pick([t], (), n, 0, False, None)
+        return m.RUNTIME._pick([t], (), n, 0, False, None)
 
     assert len(configs) == 3 and pick() == configs[0]
     futures[1].set_running_or_notify_cancel()
@@ -128,7 +128,7 @@ def test_candidates_compiling_in_workers_are_tuned_once_all_have_compiled(tmp_pa
 
     later = fresh_module("later")
     pending: Future[str | None] = Future()
-    later.PRECOMPILED[later._job(configs[1], later._args([t], (), n, 0, None), n, 0, False)[0]] = pending
+    later.RUNTIME.precompiled[later.RUNTIME._job(configs[1], later.RUNTIME._args([t], (), n, 0, None), n, 0, False)[0]] = pending
     assert pick(later) == configs[-1] and len(tuned) == 1 and pending.cancelled()
 
 
@@ -156,7 +156,7 @@ def test_tuning_times_back_to_back_launches_filling_a_budget(
             return log[self.at:end.at].count("run") * once
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
-    assert module._time_ms(lambda: log.append("run")) == pytest.approx(once)
+    assert module.RUNTIME._time_ms(lambda: log.append("run")) == pytest.approx(once)
     assert len(log) == 2 + count
 
 
@@ -188,16 +188,16 @@ def test_static_launch_takes_runtime_arguments_and_reports_refusals(
     signature = {n: "constexpr" if n in constexpr else "i32" for n in names}
     compiled = SimpleNamespace(metadata_group={"k.json": "/c/k.json", "k.cubin": "/c/k.cubin"},
                                src=SimpleNamespace(fn=module._kernel, signature=signature))
-    module._torch_launcher_class = lambda: Launcher
-    launch, why = module._static(compiled, 0)
+    module.RUNTIME._torch_launcher_class = lambda: Launcher
+    launch, why = module.RUNTIME._static(compiled, 0)
     assert why is None and launch.via == "torch" and compiled._cubin_path == "/c/k.cubin"
     launch(5, 77, ("a", "o", 7, 1, 1024, 1, False, True))
     assert launched == [(5, 1, 1, 77, "a", "o", 7)]
-    module._torch_launcher_class = lambda: Refuses
-    assert module._static(compiled, 0) == (None, "NotImplementedError: scratch memory")
-    monkeypatch.setattr(module, "LAUNCHER", "triton")
-    assert module._static(compiled, 0) == (None, "launcher='triton'")
-    assert module._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
+    module.RUNTIME._torch_launcher_class = lambda: Refuses
+    assert module.RUNTIME._static(compiled, 0) == (None, "NotImplementedError: scratch memory")
+    monkeypatch.setattr(module.RUNTIME, "launcher", "triton")
+    assert module.RUNTIME._static(compiled, 0) == (None, "launcher='triton'")
+    assert module.RUNTIME._triton_launch(compiled, "scratch memory").via == "triton (scratch memory)"
 
 
 def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
@@ -207,10 +207,10 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
     16-byte aligned skip config choice and Triton's specialisation; a misaligned tensor takes
     the full path (and its own compiled kernel), as does every launch while tuning is pending."""
     module = cuda_module(tmp_path, "ready")
-    if not module.DIRECT:
+    if not module.RUNTIME.direct:
         pytest.skip("direct launches need triton >= 3.4")
-    monkeypatch.setattr(module, "_device", lambda: 0)  # no GPU here
-    monkeypatch.setattr(module, "_stream", lambda device: 7)
+    monkeypatch.setattr(module.RUNTIME, "_device", lambda: 0)  # no GPU here
+    monkeypatch.setattr(module.RUNTIME, "_stream", lambda device: 7)
     compiled: list[tuple[bool, ...]] = []
     launched: list[tuple[Any, ...]] = []
     picked: list[int] = []
@@ -219,9 +219,9 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
         compiled.append(key[3][:2])  # the tensors' part of the specialisation
         return lambda grid0, stream, args: launched.append((key[3][0], grid0, stream, args))
 
-    pick = module._pick
-    monkeypatch.setattr(module, "_compile", compile_)
-    monkeypatch.setattr(module, "_pick", lambda *a: picked.append(1) or pick(*a))
+    pick = module.RUNTIME._pick
+    monkeypatch.setattr(module.RUNTIME, "_compile", compile_)
+    monkeypatch.setattr(module.RUNTIME, "_pick", lambda *a: picked.append(1) or pick(*a))
     a, o = torch.randn(8), torch.empty(7)
     for x in (a[:7], a[:7], a[1:], a[1:], a[:7]):
         module.launch(x, o)
@@ -233,16 +233,16 @@ def test_launches_of_known_sizes_go_straight_to_their_compiled_kernel(
         assert [t.data_ptr() for t in args[:2]] == [x.data_ptr(), o.data_ptr()]
         assert (grid0, stream, args[2:]) == (1, 7, (7, 1, 8, 1, False, True))
 
-    module._READY.clear()
-    module._PENDING["another shape class"] = ([], [])  # tuning still to run: no shortcut yet
+    module.RUNTIME.ready.clear()
+    module.RUNTIME.pending["another shape class"] = ([], [])  # tuning still to run: no shortcut yet
     module.launch(a[:7], o)
     module.launch(a[:7], o)
-    assert len(picked) == 5 and not module._READY
+    assert len(picked) == 5 and not module.RUNTIME.ready
 
-    module._PENDING.clear()
-    module.READY_MAX, module._READY[0, (5,)] = 1, None  # full (many dynamic sizes): start again
+    module.RUNTIME.pending.clear()
+    module.RUNTIME.ready_max, module.RUNTIME.ready[0, (5,)] = 1, None  # full (many dynamic sizes): start again
     module.launch(a[:7], o)
-    assert list(module._READY) == [(0, ())] and len(picked) == 6
+    assert list(module.RUNTIME.ready) == [(0, ())] and len(picked) == 6
 
 
 def test_a_launch_torch_refuses_runs_on_tritons_launcher(
@@ -251,10 +251,10 @@ def test_a_launch_torch_refuses_runs_on_tritons_launcher(
     """torch's static launcher is stricter than Triton's: when it raises at a launch, the kernel
     runs through Triton's own launcher, for this launch and every later one."""
     module = cuda_module(tmp_path, "refused")
-    if not module.DIRECT:
+    if not module.RUNTIME.direct:
         pytest.skip("direct launches need triton >= 3.4")
-    monkeypatch.setattr(module, "_device", lambda: 0)  # no GPU here
-    monkeypatch.setattr(module, "_stream", lambda device: 7)
+    monkeypatch.setattr(module.RUNTIME, "_device", lambda: 0)  # no GPU here
+    monkeypatch.setattr(module.RUNTIME, "_stream", lambda device: 7)
     ran: list[str] = []
 
     def static(grid0: int, stream: int, args: Any) -> None:
@@ -275,12 +275,12 @@ def test_a_launch_torch_refuses_runs_on_tritons_launcher(
         launch.via = f"triton ({why})"  # type: ignore[attr-defined]
         return launch
 
-    monkeypatch.setattr(module, "_compile", compile_)
-    monkeypatch.setattr(module, "_triton_launch", triton_launch)
+    monkeypatch.setattr(module.RUNTIME, "_compile", compile_)
+    monkeypatch.setattr(module.RUNTIME, "_triton_launch", triton_launch)
     a, o = torch.randn(8), torch.empty(8)
     module.launch(a, o)
     module.launch(a, o)
-    module._READY.clear()
+    module.RUNTIME.ready.clear()
     module.launch(a, o)
     assert ran == ["torch", "triton", "triton", "triton"]
 
@@ -298,11 +298,11 @@ def test_the_launcher_option_reaches_every_loaded_module(
 
     backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
     src = backend.codegen(specs()[0])
-    assert backend.load([src])[src.name].__globals__["LAUNCHER"] == "auto"
+    assert backend.load([src])[src.name].__globals__["RUNTIME"].launcher == "auto"
     chosen = TritonBackend(TritonOptions(cache=Cache(tmp_path), launcher="triton"))
-    assert chosen.load([src])[src.name].__globals__["LAUNCHER"] == "triton"
+    assert chosen.load([src])[src.name].__globals__["RUNTIME"].launcher == "triton"
     monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
     backend.load([src])
     loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
-    assert loaded[src.name].__globals__["LAUNCHER"] == "triton"
+    assert loaded[src.name].__globals__["RUNTIME"].launcher == "triton"

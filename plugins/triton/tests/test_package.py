@@ -51,17 +51,17 @@ def _simulate_gpu(module: Any, monkeypatch: pytest.MonkeyPatch, cubin: Path) -> 
     signature = {n: "constexpr" if n in constexpr else "i32" for n in names}
     compiled = SimpleNamespace(metadata_group={"k.cubin": str(cubin)},
                                src=SimpleNamespace(fn=module._kernel, signature=signature))
-    monkeypatch.setattr(module, "_device", lambda: 0)
-    monkeypatch.setattr(module, "_stream", lambda device: 7)
-    monkeypatch.setattr(module, "warmup", lambda *job: compiled)
-    monkeypatch.setattr(module, "_torch_launcher_class", lambda: FakeLauncher)
+    monkeypatch.setattr(module.RUNTIME, "_device", lambda: 0)
+    monkeypatch.setattr(module.RUNTIME, "_stream", lambda device: 7)
+    monkeypatch.setattr(module.RUNTIME, "warmup", lambda *job: compiled)
+    monkeypatch.setattr(module.RUNTIME, "_torch_launcher_class", lambda: FakeLauncher)
 
 
 def test_a_compiled_launch_is_packaged_and_launches_with_no_compile(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     module = cuda_module(tmp_path, "packaged_copy")
-    if not module.DIRECT:
+    if not module.RUNTIME.direct:
         pytest.skip("direct launches need triton >= 3.4")
     cubin = tmp_path / "k.cubin"
     cubin.write_text("cubin bytes")
@@ -82,8 +82,8 @@ def test_a_compiled_launch_is_packaged_and_launches_with_no_compile(
     monkeypatch.setattr(package, "_c_launcher", lambda: FakeCLauncher)
     launch = package.load_packaged_kernels([src], root)["packaged_copy"]
     loaded = launch.__globals__
-    loaded["_stream"] = lambda device: 7
-    loaded["warmup"] = _no_compile
+    loaded["RUNTIME"]._stream = lambda device: 7
+    loaded["RUNTIME"].warmup = _no_compile
     assert [(x[:5], x[-1]) for x in LAUNCHED] == [(("packaging run", 1, 1, 1, 7), 7)]
     LAUNCHED.clear()
     launch(a[:7], o)
@@ -94,7 +94,7 @@ def test_a_compiled_launch_is_packaged_and_launches_with_no_compile(
     with pytest.raises(PackageError, match="no compiled code for launch"):
         launch(a[1:], o)  # misaligned: another specialisation
     with pytest.raises(PackageError, match=r"packaged_copy.*did not run when the package"):
-        loaded["PACKAGED"].config((1 << 20, 1, False), 1 << 20, 1)
+        loaded["RUNTIME"].packaged.config((1 << 20, 1, False), 1 << 20, 1)
 
 
 def _no_compile(*job: Any) -> Any:

@@ -45,14 +45,14 @@ launches = be.load(sources)
 report = {"jobs": {}, "new_entries": None, "warmed": warmed, "left": left}
 modules = [fn.__globals__ for fn in launches.values()]
 for m in modules:
-    report["jobs"][m["NAME"]] = [[list(k[0]), f.result(timeout=300)] for k, f in m["PRECOMPILED"].items()]
+    report["jobs"][m["NAME"]] = [[list(k[0]), f.result(timeout=300)] for k, f in m["RUNTIME"].precompiled.items()]
 before = set((cache / "triton").iterdir())
 report["kept"] = sorted({f.suffix for f in (cache / "triton").glob("*/*")})
 for m in modules:
     for key, (cfg, args, grid0, idx64, persistent) in m["jobs"]():
         real = tuple(torch.empty(4, dtype=a) if isinstance(a, torch.dtype) else a for a in args)
-        assert m["_specialisation"](real) == key[3]
-        m["warmup"](cfg, real, grid0, idx64, persistent)
+        assert m["RUNTIME"]._specialisation(real) == key[3]
+        m["RUNTIME"].warmup(cfg, real, grid0, idx64, persistent)
 report["new_entries"] = len(set((cache / "triton").iterdir()) - before)
 print(json.dumps(report))
 """
@@ -117,10 +117,10 @@ def test_a_launch_cancels_unstarted_jobs_and_outlives_failed_ones(tmp_path: Path
     done: Future[str | None] = Future()
     done.set_running_or_notify_cancel()
     done.set_result(None)
-    module.PRECOMPILED.update(pending=pending, failed=failed, died=died, done=done)
-    assert [module._from_worker(k) for k in ("pending", "failed", "died", "done", "none")] == [
+    module.RUNTIME.precompiled.update(pending=pending, failed=failed, died=died, done=done)
+    assert [module.RUNTIME._from_worker(k) for k in ("pending", "failed", "died", "done", "none")] == [
         False, False, False, True, False]
-    assert pending.cancelled() and module.PRECOMPILED == {}
+    assert pending.cancelled() and module.RUNTIME.precompiled == {}
 
 
 def test_jobs_only_for_static_sizes(tmp_path: Path) -> None:
@@ -133,7 +133,7 @@ def test_jobs_only_for_static_sizes(tmp_path: Path) -> None:
     dynamic = _module(tmp_path, spec("dyn", [n], [], [("outer", body)], bufs, size_args=[n]))
     assert dynamic.jobs() == []
     static = _module(tmp_path, specs()[2])
-    if not static.DIRECT:  # a Triton without knobs compiles through the JIT at launch
+    if not static.RUNTIME.direct:  # a Triton without knobs compiles through the JIT at launch
         pytest.skip("direct launches need triton >= 3.4")
     ((key, job),) = static.jobs()[:1]
     assert job[1] == (torch.float32, torch.float32, 4096, 4096) and key[0] == job[0]
@@ -168,7 +168,7 @@ def test_a_kernels_first_config_is_queued_before_this_process_imports_it(
     ((name, imported),) = queued
     module = sys.modules[name]
     assert not imported and module.NAME == "row_sum"
-    assert list(module.PRECOMPILED) == ([module.jobs()[0][0]] if module.DIRECT else [])
+    assert list(module.RUNTIME.precompiled) == ([module.jobs()[0][0]] if module.RUNTIME.direct else [])
 
 
 def test_worker_count_is_validated() -> None:
@@ -242,30 +242,30 @@ def test_a_first_launch_finds_its_job_by_the_key_workers_were_given(
     from triton.backends.compiler import GPUTarget
 
     module = _module(tmp_path, specs()[1])  # 4M-element copy: three candidates
-    if not module.DIRECT:
+    if not module.RUNTIME.direct:
         pytest.skip("direct launches need triton >= 3.4")
     driver = precompile._TargetDriver()
     driver.target = GPUTarget("cuda", 90, 32)
     monkeypatch.setattr(triton.runtime.driver, "_active", driver)  # no GPU here: device = target
-    monkeypatch.setattr(module, "_device", driver.get_current_device)
-    monkeypatch.setattr(module, "_stream", driver.get_current_stream)
+    monkeypatch.setattr(module.RUNTIME, "_device", driver.get_current_device)
+    monkeypatch.setattr(module.RUNTIME, "_stream", driver.get_current_stream)
     key, job = module.jobs()[0]
     done: Future[str | None] = Future()
     done.set_running_or_notify_cancel()
     done.set_result(None)
-    module.PRECOMPILED[key] = done
+    module.RUNTIME.precompiled[key] = done
     compiled: list[tuple[Any, ...]] = []
     launched: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(module, "warmup", lambda *a: compiled.append(a) or "kernel")
-    monkeypatch.setattr(module, "_static", lambda k, device: (lambda *a: launched.append(a), None))
+    monkeypatch.setattr(module.RUNTIME, "warmup", lambda *a: compiled.append(a) or "kernel")
+    monkeypatch.setattr(module.RUNTIME, "_static", lambda k, device: (lambda *a: launched.append(a), None))
     n = 1 << 22
     a, o = torch.empty(n), torch.empty(n)
-    module._launch(job[0], (a, o), (), n, 1, False, None)
-    assert key not in module.PRECOMPILED  # the worker's job was the one awaited
+    module.RUNTIME._launch(job[0], (a, o), (), n, 1, False, None)
+    assert key not in module.RUNTIME.precompiled  # the worker's job was the one awaited
     (cfg, args, grid0, idx64, persistent), = compiled
     assert (cfg, grid0, idx64, persistent) == (job[0], job[2], job[3], job[4])
     assert args[:2] == (a, o) and args[2:] == job[1][2:]
-    (launch,) = module._COMPILED.values()
+    (launch,) = module.RUNTIME.compiled.values()
     assert launch.ahead and launched == [(grid0, 0, (a, o, n, 1, *cfg[:2], False, True))]
 
 

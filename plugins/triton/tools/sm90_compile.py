@@ -79,13 +79,13 @@ def compile_all(directory: Path, arch: int) -> int:
                 sig[n] = ("constexpr" if n in ("XBLOCK", "RBLOCK", "IDX64", "PERSISTENT")
                           else "*i64" if n.startswith("err") else "i64")
             rnumel = 1024 if entry["reduction"] else 1
-            xb, rb, warps = module._configs(1024, rnumel)[0]
+            xb, rb, warps = module.RUNTIME.configs(1024, rnumel)[0]
             src = ASTSource(module._kernel, signature=sig,
                             constexprs={"XBLOCK": xb, "RBLOCK": rb, "IDX64": False,
                                         "PERSISTENT": rb >= rnumel})
             triton.compile(src, target=GPUTarget("cuda", arch, 32),
                            options={"num_warps": warps, "enable_fp_fusion": False,
-                                    **module.CUDA_OPTIONS})
+                                    **module.RUNTIME.cuda_options})
         except Exception as exc:  # noqa: BLE001 - every kernel reports, pass or fail
             failed += 1
             print(f"FAILED {entry['name']} ({path}): {type(exc).__name__}: {str(exc)[-1500:]}")
