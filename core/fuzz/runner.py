@@ -22,7 +22,7 @@ from polyduct.fuzz.repro import render_module, write_module
 from polyduct.fuzz.worker import Config, Result, serve
 
 FAILURES = ("mismatch", "crash", "timeout")
-STATUSES = ("pass", *FAILURES, "known", "invalid")
+STATUSES = ("pass", *FAILURES, "known", "upstream", "invalid")
 
 
 @dataclass
@@ -162,6 +162,11 @@ def summary_table(results: list[Result], backend: str, seconds: float) -> str:
         for r in failed:
             first = (r.detail.strip().splitlines() or [""])[0][:100].replace("|", "\\|")
             lines.append(f"| {r.index} | {r.status} | {r.stmts} | {r.repro} | {first} |")
+    upstream = [r for r in results if r.status == "upstream"]
+    if upstream:
+        lines += ["", "torch's own bugs (`aot_eager` differs from eager the same way; not counted):"]
+        lines += [f"- graph {r.index}: {(r.detail.strip().splitlines() or [''])[0][:100]}"
+                  for r in upstream]
     known = sorted({t for r in results if r.status == "known" for t in r.tags})
     if known:
         lines += ["", f"known bugs (not counted as failures): {', '.join(known)}"]

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from polyduct.fuzz.check import InvalidProgram, Mismatch
+from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamMismatch
 from polyduct.fuzz.generate import KNOWN, generate
 from polyduct.fuzz.program import Program
 from polyduct.fuzz.repro import load_module, render_module, write_module
@@ -45,7 +45,8 @@ class Config:
 
 @dataclass
 class Result:
-    """The outcome of one graph: pass, mismatch, crash, timeout, invalid or known."""
+    """The outcome of one graph: pass, mismatch, crash, timeout, invalid, known or upstream (a bug
+    of torch that `aot_eager` shows too)."""
 
     index: int
     status: str
@@ -64,6 +65,8 @@ def _run(path: Path) -> tuple[str, str]:
                              module.DEVICE)
     except InvalidProgram as exc:
         return "invalid", str(exc)
+    except UpstreamMismatch as exc:
+        return "upstream", str(exc)
     except Mismatch as exc:
         return "mismatch", str(exc)
     except Exception as exc:  # noqa: BLE001 -- any compile or run error is a crash finding
@@ -107,6 +110,11 @@ class Runner:
                 result.status, result.tags = "known", known
             else:
                 self._reduce(program, index, result, on_shrink)
+        elif status == "upstream":  # unshrunk: a report for torch, not a failure of polyduct
+            c = self.config
+            path = c.out / f"upstream_{c.backend}_s{c.seed}_g{index}.py"
+            write_module(path, self.module_text(program, index, detail))
+            result.repro = str(path)
         result.seconds = time.monotonic() - start
         return result
 
