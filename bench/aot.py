@@ -95,7 +95,8 @@ def _fresh_process(kind: str, path: Path, inputs: Path) -> dict[str, float]:
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"{kind} load failed:\n{done.stderr[-3000:]}")
+        raise RuntimeError(f"{kind} load failed (exit code {done.returncode}):\n"
+                           f"{done.stdout[-1000:]}\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
