@@ -143,6 +143,12 @@ def _empty_slice_past_the_end(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch
     return (a0[2:-2].reshape(-1), v3.repeat_interleave(2, -1))
 
 
+def _mean_of_an_empty_strided_slice(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # A reduction over an empty range of two dims: the reference kernel unflattened no
+    # coordinates into constants and loaded (and bounds-checked) one element (reference codegen).
+    return (torch.mean(a1[:, 6:4:3]),)
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (lowerings_pointwise).
@@ -320,6 +326,11 @@ CASES: dict[str, Case] = {
             InputSpec("a2", (4,), torch.float32, grad=True),
             train=True, mode="dynamic",
         ),
+        CPU_BACKENDS,
+    ),
+    "mean_of_an_empty_strided_slice": (
+        _mean_of_an_empty_strided_slice,
+        _program(InputSpec("a1", (5, 5, 1), torch.float32, layout="transposed")),
         CPU_BACKENDS,
     ),
     "python_or_of_a_view": (
