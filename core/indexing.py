@@ -187,8 +187,11 @@ def unflatten(flat: sympy.Expr, ranges: Sequence[sympy.Expr]) -> tuple[sympy.Exp
 
 @functools.lru_cache(maxsize=4096)
 def _unflatten(flat: sympy.Expr, ranges: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
-    if any(size == 0 for size in ranges):  # an empty range has no index to decode (no 1/0)
-        return tuple(sympy.Integer(0) for _ in ranges)
+    if any(size == 0 for size in ranges):
+        # An empty range has no index to decode (no 1/0). Each coordinate is the flat index
+        # itself, not a constant: accesses keep the range's (empty) shape, so a backend neither
+        # reads an element nor stores a block through a scalar pointer.
+        return tuple(flat for _ in ranges)
     coords: list[sympy.Expr] = []
     divisor: sympy.Expr = sympy.Integer(1)
     for i, size in reversed(list(enumerate(ranges))):

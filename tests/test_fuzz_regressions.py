@@ -149,6 +149,12 @@ def _mean_of_an_empty_strided_slice(a1: torch.Tensor) -> tuple[torch.Tensor, ...
     return (torch.mean(a1[:, 6:4:3]),)
 
 
+def _cummin_of_an_empty_narrow(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The scan's empty range decoded its coordinates into constants: the Triton kernel stored a
+    # block through a scalar pointer and did not compile (polyduct.indexing.unflatten).
+    return (torch.cummin(a0.narrow(1, 1, 0), -2)[0].to(torch.int8),)
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (lowerings_pointwise).
@@ -332,6 +338,11 @@ CASES: dict[str, Case] = {
         _mean_of_an_empty_strided_slice,
         _program(InputSpec("a1", (5, 5, 1), torch.float32, layout="transposed")),
         CPU_BACKENDS,
+    ),
+    "cummin_of_an_empty_narrow": (
+        _cummin_of_an_empty_narrow,
+        _program(InputSpec("a0", (1, 1, 1), torch.int32)),
+        ALL_BACKENDS,
     ),
     "python_or_of_a_view": (
         _python_or_of_a_view,

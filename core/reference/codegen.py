@@ -81,9 +81,8 @@ def _index_symbols(spec: KernelSpec, names: KernelNames) -> tuple[tuple[sympy.Sy
 
 def _index_lines(spec: KernelSpec, ops: ReferenceOps, flat_r: str) -> list[str]:
     lines = [f"x{i} = xs[{i}]" for i in range(len(spec.ranges))]
-    if len(spec.reduction_ranges) == 1 or any(r == 0 for r in spec.reduction_ranges):
-        # an empty range has no coordinates to unflatten: each is the empty flat index
-        lines += [f"r{i} = {flat_r}" for i in range(len(spec.reduction_ranges))]
+    if len(spec.reduction_ranges) == 1:
+        lines.append(f"r0 = {flat_r}")
     elif spec.reduction_ranges:
         flat = sympy.Symbol(flat_r, integer=True, nonnegative=True)
         ops.names.symbols[flat] = flat_r

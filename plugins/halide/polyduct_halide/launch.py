@@ -56,6 +56,12 @@ def _order(module: ModuleType) -> tuple[int, list[int], list[int]]:
     return len(args), inputs, [slot[name] for name in module.OUTPUTS]
 
 
+def _nothing_to_write(tensors: Sequence[torch.Tensor], outputs: Sequence[int]) -> bool:
+    """Every output is empty: no element to compute. Halide would still check the (empty)
+    regions its bounds inference gives the inputs, which may start past an input's end."""
+    return all(tensors[i].numel() == 0 for i in outputs)
+
+
 def make_kernel(
     module: ModuleType, compiled: Callable[..., Any], backend: str
 ) -> Callable[..., None]:
@@ -64,6 +70,8 @@ def make_kernel(
 
     def kernel(*call_args: Any) -> None:
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
+        if _nothing_to_write(tensors, outputs):
+            return
         bufs = [_buffer(t) for t in tensors]
         try:
             compiled(
@@ -85,6 +93,8 @@ def make_aot_kernel(
 
     def kernel(*call_args: Any) -> None:
         tensors, sizes = call_args[:n_tensors], call_args[n_tensors:]
+        if _nothing_to_write(tensors, outputs):
+            return
         # (buffer, dimension) pairs: both must live until the call returns
         iface = runtime.device_interface
         bufs = [aot_buffer(t, d, iface) for t, d in zip(tensors, dtypes, strict=True)]
