@@ -282,7 +282,8 @@ class OpHandler(Protocol[T]):
         """Max(x, 0). Keeps x0's dtype."""
 
     def remainder(self, x0: T, x1: T) -> T:
-        """Python-style modulus, sign of x1. Keeps x0's dtype."""
+        """Python-style modulus, sign of x1; a zero result keeps fmod's sign (x0's), as torch's
+        does (-4 % 2 is -0). Keeps x0's dtype."""
 
     def round(self, x0: T) -> T:
         """Round half to even, stays float. Keeps x0's dtype. Floats only."""

@@ -155,6 +155,13 @@ def _cummin_of_an_empty_narrow(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.cummin(a0.narrow(1, 1, 0), -2)[0].to(torch.int8),)
 
 
+def _reciprocal_of_a_zero_remainder(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # -4 % 2 is -0 in torch (fmod's sign), so its reciprocal is -inf: the C++ and reference
+    # remainders gave a zero the divisor's sign, as Python and numpy do.
+    v4 = a0.to(torch.float16) % a0.clamp(min=1)
+    return (torch.pow(v4.relu_(), -1), 1 / (a0.float() % 2))
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (lowerings_pointwise).
@@ -342,6 +349,11 @@ CASES: dict[str, Case] = {
     "cummin_of_an_empty_narrow": (
         _cummin_of_an_empty_narrow,
         _program(InputSpec("a0", (1, 1, 1), torch.int32)),
+        ALL_BACKENDS,
+    ),
+    "reciprocal_of_a_zero_remainder": (
+        _reciprocal_of_a_zero_remainder,
+        _program(InputSpec("a0", (32, 2), torch.int16), outputs=2),
         ALL_BACKENDS,
     ),
     "python_or_of_a_view": (

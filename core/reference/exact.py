@@ -44,10 +44,13 @@ def fmod(a: Tensor, b: Tensor) -> Tensor:
 
 
 def remainder(a: Tensor, b: Tensor) -> Tensor:
-    """Python's float %: fmod, plus b when the signs differ; a zero takes b's sign."""
+    """Python's float %: fmod, plus b where a nonzero fmod's sign differs from b's; a zero keeps
+    fmod's sign (torch's kernels; numpy's remainder gives a zero b's sign)."""
     if a.dtype not in _FLOATS:
         return torch.remainder(a, b)
-    return _on_host(np.remainder, a, b.to(a.dtype))
+    b = b.to(a.dtype)
+    r = fmod(a, b)
+    return torch.where((r != 0) & ((r < 0) != (b < 0)), r + b, r)
 
 
 def hypot(a: Tensor, b: Tensor) -> Tensor:

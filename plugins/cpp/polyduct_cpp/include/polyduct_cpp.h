@@ -184,9 +184,8 @@ template <class T> PD_INLINE T pd_floordiv(T a, T b) {
 // path gives NaN where a/b overflows, which is wrong (docs/conformance.md, oracle audit).
 template <class T> PD_INLINE T pd_remainder(T a, T b) {
     if constexpr (std::is_floating_point_v<T>) {
-        T r = std::fmod(a, b);
-        if (r == 0) return std::copysign(T(0), b);
-        return ((r < 0) != (b < 0)) ? T(r + b) : r;
+        T r = std::fmod(a, b);  // a zero keeps fmod's sign (a's), as torch's kernels do
+        return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
     } else {
         T r = a % b;
         return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
