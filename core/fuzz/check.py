@@ -90,15 +90,19 @@ def tolerance(program: Program, name: str, dtype: torch.dtype, inexact: Tol) -> 
 def closer_than_eager(got: torch.Tensor, want: torch.Tensor, exact: torch.Tensor,
                       tol: Tol) -> bool:
     """Whether `got` is within tolerance of `want`, or as close to the float64 result `exact`
-    as eager is (twice its error; eager's NaN where the float64 result is a number is an infinite
-    error): a fused kernel keeps float16 and bfloat16 intermediates in float32 where eager rounds
+    as eager is (twice its error, or its worst error in the tensor; eager's NaN where the float64
+    result is a number is an infinite error): a fused kernel keeps float16 and bfloat16 intermediates in float32 where eager rounds
     each one, and an ill-conditioned op after them (cos of 1000) magnifies eager's rounding, not
     the kernel's error."""
     if exact.shape != want.shape:
         return False
     g, w, e = (t.detach().double() for t in (got, want, exact))
     eager_error = torch.where(w.isnan() & ~e.isnan(), torch.inf, (w - e).abs())
-    closer = (g - e).abs() <= 2 * eager_error + tol.atol
+    # an element eager happens to get right in an ill-conditioned result (a running sum of
+    # +-1e4 and small values, summed in another order) is held to eager's worst error in it
+    finite = eager_error[eager_error.isfinite()]
+    worst = finite.max() if finite.numel() else torch.zeros((), dtype=eager_error.dtype)
+    closer = (g - e).abs() <= 2 * torch.maximum(eager_error, worst) + tol.atol
     return bool((~mismatch_mask(got, want, tol) | closer | (g.isnan() & e.isnan())).all())
 
 
