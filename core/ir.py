@@ -28,6 +28,8 @@ Loader: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr]], Any]
 NodeBody: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr], Sequence[Expr]], None]
 NodeKind: TypeAlias = Literal["pointwise", "reduction", "scan", "sort"]
 BufferKind: TypeAlias = Literal["input", "computed", "extern", "multi"]
+# the extern buffer of a graph's random seeds, one slot per random op (filled by the wrapper)
+SEED_BUFFER = "seeds"
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ class ComputeNode:
 
 @dataclass(eq=False)
 class ExternNode:
-    """A library call of aten op `op`; `args`/`kwargs` hold `polyduct.wrapper_ir` constants."""
+    """A library call of aten op `op`; `args`/`kwargs` hold `polyduct.wrapper.ir` constants."""
 
     name: str
     op: str

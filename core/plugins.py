@@ -40,7 +40,7 @@ from polyduct.hookspecs import (
 from polyduct.kernel import KernelBackend, KernelFn, KernelSource, check_complete
 from polyduct.registry import Origin, Registry
 from polyduct.wrapper import KernelLoader, WrapperBackend
-from polyduct.wrapper_ir import KernelDefinition
+from polyduct.wrapper.ir import KernelDefinition
 
 GROUP = hookspecs.PROJECT
 STRICT_ENV = "POLYDUCT_STRICT_PLUGINS"

@@ -22,7 +22,7 @@ import sympy
 from typing_extensions import assert_never
 
 from polyduct.indexing import expanded
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     Constant,

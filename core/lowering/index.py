@@ -12,10 +12,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, broadcast_index, is_tensor, lazy
 from polyduct.handlers.default import DefaultHandler
 from polyduct.ir import Expr, Lazy, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, broadcast_index, is_tensor, lazy
 
 
 def _indirect(ops: Ops, index: TensorValue, idx: Sequence[Expr], size: Expr) -> Expr:
