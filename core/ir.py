@@ -65,6 +65,7 @@ class Layout:
         return same and self.offset == 0
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> Expr:
     if any(s == 0 for s in size):
@@ -73,6 +74,7 @@ def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> E
     return sympy.Add(sympy.sympify(offset), *far, sympy.Integer(1))  # one flatten for the sum
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=8192)
 def _offset_index(offset: Expr, index: Expr) -> Expr:
     return offset + index

@@ -52,6 +52,7 @@ class OpInfoResult:
     detail: str = ""
 
 
+# memo of torch's fixed OpInfo table: not process state
 @functools.cache
 def _op_db() -> dict[tuple[str, str], Any]:
     from torch.testing._internal.common_methods_invocations import op_db

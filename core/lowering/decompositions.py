@@ -119,6 +119,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     return dict(_table())
 
 
+# memo of a table derived from torch's and the core's code only: not process state
 @functools.cache
 def _table() -> dict[Any, Callable[..., Any]]:
     # built once per process: assembling torch's tables takes ~0.15 s, every compile used to pay it

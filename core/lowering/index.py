@@ -68,6 +68,7 @@ class _Affine(DefaultHandler[sympy.Expr]):
         return product
 
 
+# memo of a pure function of its (immutable) arguments: not process state
 @functools.lru_cache(maxsize=1024)
 def _direct_index(index: TensorValue, size: Expr) -> tuple[Expr, tuple[sympy.Symbol, ...]] | None:
     """(expression over fresh coordinates, those coordinates) of an index tensor whose values are

@@ -18,6 +18,7 @@ from polyduct.lowering.graph import VIEW_OPS, Fallback, LoweringContext, Lowerin
 from polyduct.lowering.values import Ops, map_values
 
 
+# memo of a table derived from the core's code only: not process state
 @functools.cache
 def _pointwise_ops() -> frozenset[str]:
     from polyduct.lowering import pointwise

@@ -25,6 +25,7 @@ def core_lowerings() -> dict[str, LoweringFn]:
     return dict(_core_lowerings())
 
 
+# memo of a table derived from the core's code only: not process state
 @functools.cache
 def _core_lowerings() -> dict[str, LoweringFn]:
     """Built once per process: the families' tables are fixed (about 2M instructions)."""

@@ -206,6 +206,7 @@ def _fresh_extern_results(items: Sequence[Item]) -> set[str]:
     }
 
 
+# memo of a pure function of the op's schema (fixed in the process): not process state
 @functools.cache
 def returns_new(op: str) -> bool:
     """Whether aten overload `op` (e.g. "aten.bmm.default") returns new tensors: its schema

@@ -320,6 +320,7 @@ class _Renderer:
         return f"{self.names(line.result)} = {call}"
 
 
+# memo of a pure function (dtype -> its source text): not process state
 _DTYPES: dict[torch.dtype, str] = {}  # dtypes checked by `_Renderer.dtype`, as source
 
 
