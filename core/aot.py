@@ -29,7 +29,7 @@ from polyduct.errors import InvalidOption, PackageError
 from polyduct.kernel import KernelFn, KernelSource
 from polyduct.package_format import read_package, runtime_facts, write_package
 from polyduct.wrapper import KernelLoader
-from polyduct.wrapper_ir import KernelDefinition
+from polyduct.wrapper.ir import KernelDefinition
 
 WRAPPER: Final = "wrapper.py"
 TENSORS: Final = "tensors.pt"

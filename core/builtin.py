@@ -29,7 +29,7 @@ def _reference_factory(options: Options) -> KernelBackend:
 
 
 def _python_wrapper_factory(options: Options) -> WrapperBackend:
-    from polyduct.python_wrapper import PythonWrapper, PythonWrapperOptions
+    from polyduct.wrapper.python import PythonWrapper, PythonWrapperOptions
 
     return PythonWrapper(PythonWrapperOptions.from_mapping(options))
 
@@ -54,7 +54,7 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
 @hookimpl
 def polyduct_wrapper_backends() -> list[WrapperBackendSpec]:
     """The Python wrapper: renders Wrapper IR as a readable, standalone Python module."""
-    from polyduct.python_wrapper import PythonWrapper
+    from polyduct.wrapper.python import PythonWrapper
 
     return [
         WrapperBackendSpec(

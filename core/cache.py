@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from types import CodeType, ModuleType
 
+from polyduct import state
 from polyduct.environment import process_value
 from polyduct.errors import CodegenError
 from polyduct.remote_cache import RemoteCache, default_remote
@@ -271,15 +272,16 @@ def reap_stale_builds(ns_dir: Path) -> list[Path]:
     return reaped
 
 
-_DEFAULT: dict[Path, Cache] = {}
+_DEFAULT = state.Slot("polyduct.cache", dict[Path, Cache])
 
 
 def default_cache() -> Cache:
     """The process-wide cache for the current root (re-read from the environment on each call)."""
     root = default_root()
-    if root not in _DEFAULT:
-        _DEFAULT[root] = Cache(root)
-    return _DEFAULT[root]
+    caches = _DEFAULT.get()
+    if root not in caches:
+        caches[root] = Cache(root)
+    return caches[root]
 
 
 class _VerifiedSourceLoader(importlib.machinery.SourceFileLoader):

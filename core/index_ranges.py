@@ -196,4 +196,5 @@ def _mul(a: Bounds, b: Bounds) -> Bounds:
     return min(products), max(products)
 
 
+# memo of pure simplifiers by their ranges (bounded, least recently used go): not process state
 _SHARED: dict[tuple[tuple[sympy.Symbol, sympy.Expr | int], ...], RangeSimplifier] = {}

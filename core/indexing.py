@@ -103,6 +103,7 @@ def expanded(expr: sympy.Expr | int) -> sympy.Expr:
     return _expanded(sympy.sympify(expr))
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=8192)
 def _expanded(expr: sympy.Expr) -> sympy.Expr:
     return sympy.expand(expr) if _needs_expansion(expr) else expr
@@ -133,11 +134,13 @@ def free_symbols(expr: sympy.Basic) -> frozenset[sympy.Basic]:
     return frozenset() if expr.is_Number else _free_symbols(expr)
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=8192)
 def _free_symbols(expr: sympy.Basic) -> frozenset[sympy.Basic]:
     return frozenset(expr.free_symbols)
 
 
+# memo of a pure function (symbols are values): not process state
 @functools.lru_cache(maxsize=256)
 def index_vars(prefix: str, count: int) -> tuple[sympy.Symbol, ...]:
     """`count` non-negative integer index symbols named `<prefix>0`, `<prefix>1`, ... (cached)."""
@@ -154,6 +157,7 @@ def contiguous_strides(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
     return _contiguous_strides(tuple(sympy.sympify(s) for s in sizes))
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _contiguous_strides(sizes: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
     strides: list[sympy.Expr] = []
@@ -175,6 +179,7 @@ def _exprs(values: Sequence[sympy.Expr | int]) -> tuple[sympy.Expr, ...]:
     return tuple(v if isinstance(v, sympy.Basic) else sympy.sympify(v) for v in values)
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=8192)
 def _linear_index(idx: tuple[sympy.Expr, ...], strides: tuple[sympy.Expr, ...]) -> sympy.Expr:
     return sympy.Add(*(i * s for i, s in zip(idx, strides, strict=True)))
@@ -185,6 +190,7 @@ def unflatten(flat: sympy.Expr, ranges: Sequence[sympy.Expr]) -> tuple[sympy.Exp
     return _unflatten(sympy.sympify(flat), _exprs(ranges))
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _unflatten(flat: sympy.Expr, ranges: tuple[sympy.Expr, ...]) -> tuple[sympy.Expr, ...]:
     if any(size == 0 for size in ranges):
@@ -303,6 +309,7 @@ class PythonIndexPrinter(CIndexPrinter):
 _PRINTER_ATTRS = frozenset(vars(CIndexPrinter()))
 
 
+# memos of pure printers (a printer class -> its settings, its cached print): not process state
 _INITIAL_SETTINGS: dict[type[CIndexPrinter], dict[str, object]] = {}
 _PRINT_CACHES: dict[type[CIndexPrinter], Callable[[sympy.Basic], str]] = {}
 
@@ -317,6 +324,7 @@ def _print_cached(cls: type[CIndexPrinter], expr: sympy.Basic) -> str:
     """`cls().doprint(expr)`, memoised per printer class."""
     if cls not in _PRINT_CACHES:
 
+        # memo of a pure printer: not process state
         @functools.lru_cache(maxsize=8192)
         def print_expr(expr: sympy.Basic) -> str:
             return str(StrPrinter.doprint(cls(), expr))

@@ -28,6 +28,8 @@ Loader: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr]], Any]
 NodeBody: TypeAlias = Callable[[OpHandler[Any], Sequence[Expr], Sequence[Expr]], None]
 NodeKind: TypeAlias = Literal["pointwise", "reduction", "scan", "sort"]
 BufferKind: TypeAlias = Literal["input", "computed", "extern", "multi"]
+# the extern buffer of a graph's random seeds, one slot per random op (filled by the wrapper)
+SEED_BUFFER = "seeds"
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class Layout:
         return same and self.offset == 0
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> Expr:
     if any(s == 0 for s in size):
@@ -71,6 +74,7 @@ def _extent(size: tuple[Expr, ...], stride: tuple[Expr, ...], offset: Expr) -> E
     return sympy.Add(sympy.sympify(offset), *far, sympy.Integer(1))  # one flatten for the sum
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=8192)
 def _offset_index(offset: Expr, index: Expr) -> Expr:
     return offset + index
@@ -147,7 +151,7 @@ class ComputeNode:
 
 @dataclass(eq=False)
 class ExternNode:
-    """A library call of aten op `op`; `args`/`kwargs` hold `polyduct.wrapper_ir` constants."""
+    """A library call of aten op `op`; `args`/`kwargs` hold `polyduct.wrapper.ir` constants."""
 
     name: str
     op: str

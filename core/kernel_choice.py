@@ -15,11 +15,11 @@ import torch
 import torch.fx
 
 from polyduct.errors import InvalidOption, UnsupportedOp
-from polyduct.frontend.kernel_key import trace_stages
-from polyduct.frontend.lowering import FallbackReport
 from polyduct.handlers.count import OpCounter
 from polyduct.kernel import KernelSpec
+from polyduct.lowering.graph import FallbackReport
 from polyduct.plugins import Plugins
+from polyduct.scheduling.kernel_key import trace_stages
 
 AUTO = "auto"
 

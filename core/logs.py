@@ -29,6 +29,7 @@ LOG = logging.getLogger("polyduct")
 OUTPUT_CODE = "output_code"
 
 
+# registers with torch's logging, which the process cannot undo: kept out of `polyduct.state`
 @functools.cache
 def register_with_torch() -> logging.Logger:
     """Register log `polyduct` and polyduct's `output_code` artifact logger (once per process)."""

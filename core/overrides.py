@@ -271,6 +271,8 @@ def _fields(value: OpOverride) -> dict[str, Any]:
 
 
 EXTERN_NAMESPACE = "polyduct_scoped"
+# Mirrors torch's op registry, which the process cannot undo (a dropped library would unregister
+# ops that compiled programs call): kept out of `polyduct.state`, so a reset keeps it.
 _EXTERNS: dict[tuple[str, int], tuple[str, Any, Callable[..., Any]]] = {}
 
 

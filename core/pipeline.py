@@ -28,25 +28,25 @@ import torch.fx
 from polyduct import environment, remote_cache
 from polyduct.cache_admin import auto_prune
 from polyduct.errors import InvalidOption
-from polyduct.frontend.decompositions import decomposition_table
 from polyduct.frontend.entry_checks import warn_load_errors
-from polyduct.frontend.kernel_plan import Planned, plan
-from polyduct.frontend.lowering import FallbackReport, GraphLowering, LoweringFn
-from polyduct.frontend.lowering_table import core_lowerings
 from polyduct.frontend.options import FrontendOptions
-from polyduct.frontend.scheduler import Item, KernelPlan, schedule
-from polyduct.frontend.wrapper_gen import build_program
 from polyduct.ir import IRGraph, StorageView
 from polyduct.kernel import KernelBackend, KernelSource, KernelSpec
 from polyduct.kernel_choice import AUTO, KernelChoice, StandIn, kernel_contents
 from polyduct.logs import log_output_code
-from polyduct.memory_plan import plan_memory
+from polyduct.lowering.decompositions import decomposition_table
+from polyduct.lowering.graph import FallbackReport, GraphLowering, LoweringFn
+from polyduct.lowering.table import core_lowerings
 from polyduct.overrides import Resolver, Scope, kept_whole, matches, resolve, scope_from_set
 from polyduct.plugin_index import AUTO as AUTO_NEED
 from polyduct.plugin_index import load_for
 from polyduct.plugins import PluginOptions, Plugins, load
+from polyduct.scheduling.fusion import Item, schedule
+from polyduct.scheduling.plan import KernelPlan, Planned, plan
 from polyduct.wrapper import Built
-from polyduct.wrapper_ir import WrapperProgram
+from polyduct.wrapper.gen import build_program
+from polyduct.wrapper.ir import WrapperProgram
+from polyduct.wrapper.memory_plan import plan_memory
 
 LOG = logging.getLogger("polyduct.frontend")
 """The pipeline of each compiled graph at INFO (`TORCH_LOGS="polyduct"`, see polyduct.logs)."""
@@ -287,7 +287,7 @@ def _codegen(
     sources: dict[str, KernelSource] = {}
     stand_ins: list[StandIn] = []
     for spec in prog.specs:
-        if spec.name in sources:  # a structurally identical kernel (kernel_plan): same source
+        if spec.name in sources:  # a structurally identical kernel (scheduling.plan): same source
             continue
         name, uses = None, None
         if resolver.chain:  # traced once, for the overrides and the stand-in check

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 import pluggy
 
-from polyduct import hookspecs
+from polyduct import hookspecs, state
 from polyduct.environment import declared_options, flag, snapshot
 from polyduct.errors import CodegenError, DuplicateName, PluginLoadError
 from polyduct.hookspecs import (
@@ -40,7 +40,7 @@ from polyduct.hookspecs import (
 from polyduct.kernel import KernelBackend, KernelFn, KernelSource, check_complete
 from polyduct.registry import Origin, Registry
 from polyduct.wrapper import KernelLoader, WrapperBackend
-from polyduct.wrapper_ir import KernelDefinition
+from polyduct.wrapper.ir import KernelDefinition
 
 GROUP = hookspecs.PROJECT
 STRICT_ENV = "POLYDUCT_STRICT_PLUGINS"
@@ -384,15 +384,16 @@ def load_fresh(options: PluginOptions | None = None) -> Plugins:
     return loader.result
 
 
-_LOADED: dict[PluginOptions, Plugins] = {}
+_LOADED = state.Slot("polyduct.plugins", dict[PluginOptions, Plugins])
 
 
 def load(options: PluginOptions | None = None) -> Plugins:
-    """The installed plugins, loaded once per process for each distinct `options`."""
+    """The installed plugins, loaded once per process state for each distinct `options`."""
     opts = options if options is not None else PluginOptions.from_env()
-    if opts not in _LOADED:
-        _LOADED[opts] = load_fresh(opts)
-    return _LOADED[opts]
+    loaded = _LOADED.get()
+    if opts not in loaded:
+        loaded[opts] = load_fresh(opts)
+    return loaded[opts]
 
 
 def default_kernel_loader() -> KernelLoader:

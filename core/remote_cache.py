@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, final
 
+from polyduct import state
 from polyduct.environment import process_value
 from polyduct.errors import InvalidOption
 
@@ -293,27 +294,28 @@ class RemoteCache:
         )
 
 
-_CONFIGURED: dict[str, str | None] = {}
-_STORES: dict[str, RemoteCache] = {}
+_CONFIGURED = state.Slot("polyduct.remote_cache.configured", dict[str, str])
+_STORES = state.Slot("polyduct.remote_cache.stores", dict[str, RemoteCache])
 
 
 def configure(url: str | None) -> None:
     """Use the store at `url` for every cache of this process (None: back to the environment)."""
     if url is None:
-        _CONFIGURED.clear()
+        _CONFIGURED.get().clear()
     else:
         store(url)  # validates the URL now, at the entry point
-        _CONFIGURED["url"] = url
+        _CONFIGURED.get()["url"] = url
 
 
 def store(url: str) -> RemoteCache:
     """The process's one client for `url` (its counters and failure state are shared)."""
-    if url not in _STORES:
-        _STORES[url] = RemoteCache(url)
-    return _STORES[url]
+    stores = _STORES.get()
+    if url not in stores:
+        stores[url] = RemoteCache(url)
+    return stores[url]
 
 
 def default_remote() -> RemoteCache | None:
     """The configured store, else the one `POLYDUCT_REMOTE_CACHE` names, else None."""
-    url = _CONFIGURED.get("url") or process_value(REMOTE_ENV)
+    url = _CONFIGURED.get().get("url") or process_value(REMOTE_ENV)
     return store(url) if url else None

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from polyduct import state
+
 MakeDist = Callable[..., str]
 _COUNTER = itertools.count()
 
@@ -20,6 +22,14 @@ def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "cache"
     monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(root))
     return root
+
+
+@pytest.fixture
+def fresh_process() -> Iterator[state.ProcessState]:
+    """A cold process state for this test (plugins, caches and libraries load afresh); the warm
+    one comes back after it."""
+    with state.isolated() as fresh:
+        yield fresh
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ from polyduct.conformance.runner import Selection, run_backend
 from polyduct.conformance.wrappers import WHOLE, check_wrapper, covered_line_types
 from polyduct.errors import WrapperError
 from polyduct.plugins import load
-from polyduct.python_wrapper import PythonWrapper
 from polyduct.wrapper import KernelLoader
-from polyduct.wrapper_ir import LINE_TYPES, Comment, Reuse, WrapperProgram
+from polyduct.wrapper.ir import LINE_TYPES, Comment, Reuse, WrapperProgram
+from polyduct.wrapper.python import PythonWrapper
 
 
 class NoReuseWrapper(PythonWrapper):  # type: ignore[misc]  # final for users, subclassed here

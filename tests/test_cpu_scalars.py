@@ -14,13 +14,12 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from polyduct.frontend.kernel_plan import plan
-from polyduct.frontend.lowering import GraphLowering
-from polyduct.frontend.lowering_table import core_lowerings
-from polyduct.frontend.scheduler import KernelPlan
 from polyduct.ir import ExternNode, IRGraph
+from polyduct.lowering.graph import GraphLowering
+from polyduct.lowering.table import core_lowerings
 from polyduct.pipeline import schedule_segments
-from polyduct.wrapper_runtime import resolve_op
+from polyduct.scheduling.plan import KernelPlan, plan
+from polyduct.wrapper.runtime import resolve_op
 
 
 def _planned(fn: Callable[..., Any], *make: Callable[[], torch.Tensor]) -> tuple[IRGraph, Any]:

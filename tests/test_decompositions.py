@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from polyduct.frontend.decompositions import max_pool2d_backward, softmax
+from polyduct.lowering.decompositions import max_pool2d_backward, softmax
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])

@@ -29,7 +29,7 @@ def _program(
 def _stored_then_reloaded(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # Training keeps v0 for the backward: the fused kernel stores it, and the next member
     # loads it back. That buffer was taken for one that must exist before the kernel (`inout`)
-    # and never allocated: NameError 'buf0' (kernel_plan._buffers).
+    # and never allocated: NameError 'buf0' (scheduling.plan._buffers).
     v0 = torch.addcmul(a0, a0, a0, value=0.5)
     return torch.erfc(v0), v0
 
@@ -58,13 +58,13 @@ def _sum_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def _float_floor_divide(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # Lowered as floor(a / b): inf // 3 gave inf and 1 // 0.1 gave 10, where eager (through
-    # fmod) gives NaN and 9 (lowerings_pointwise._div).
+    # fmod) gives NaN and 9 (polyduct.lowering.pointwise._div).
     return (a0 // a1, torch.floor_divide(a0, 0.1), torch.div(a1, a0, rounding_mode="floor"))
 
 
 def _integer_fmod(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # Integer fmod reached the float-only op `fmod`: Halide's float algorithm on int32 did
-    # not compile (lowerings_pointwise: integers take `mod`).
+    # not compile (polyduct.lowering.pointwise: integers take `mod`).
     return (torch.fmod(a0, a0.clamp(min=1)), torch.fmod(a0, -3))
 
 
@@ -76,13 +76,13 @@ def _sum_of_expanded_dim(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def _integer_rounding(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # floor/ceil/round/trunc and signbit of integers and bools reached float-only ops: the
-    # Triton kernel did not compile, signbit raised KeyError (lowerings_pointwise).
+    # Triton kernel did not compile, signbit raised KeyError (polyduct.lowering.pointwise).
     return (a0.floor(), a0.ceil(), a0.round(), a0.trunc(), a0.signbit(), a1.signbit())
 
 
 def _empty_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # The backward graph's empty tangent arrived with strides (0, 0, 1), not the traced
-    # (11, 1, 1): InputMismatch, though no element is ever addressed (wrapper_runtime).
+    # (11, 1, 1): InputMismatch, though no element is ever addressed (wrapper.runtime).
     v6 = a0.narrow(2, 4, 0)
     return (torch.pow(v6 / v6, 3),)
 
@@ -99,7 +99,7 @@ def _roll_of_dynamic_size(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 
 def _uint8_all_any(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    # all/any of uint8 are uint8 in eager; the lowering returned bool (lowerings_reduce._all).
+    # all/any of uint8 are uint8 in eager; the lowering returned bool (polyduct.lowering.reduce._all).
     return (a0.all(), a0.any(), a0.all(0), a0.any(-1, keepdim=True))
 
 
@@ -130,7 +130,7 @@ def _variance_gradient(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def _overwritten_reduction(a0: torch.Tensor, a3: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # The sum is overwritten before anything reads it: its kernel stored nothing, and a Halide
-    # pipeline without outputs does not compile (kernel_plan.plan drops such a kernel).
+    # pipeline without outputs does not compile (scheduling.plan.plan drops such a kernel).
     v1 = a0.sum()
     v1.fill_(float("-inf"))
     return (torch.div(v1, a3),)
@@ -164,20 +164,20 @@ def _reciprocal_of_a_zero_remainder(a0: torch.Tensor) -> tuple[torch.Tensor, ...
 
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
-    # the clamp after it mixed float and double, and C++ did not compile (lowerings_pointwise).
+    # the clamp after it mixed float and double, and C++ did not compile (polyduct.lowering.pointwise).
     return (torch.nn.functional.silu(a0).clamp(max=0), torch.nn.functional.silu(a0))
 
 
 def _saved_overlapping_view(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # The backward saves `v3`, windows of `v2` that share memory: the forward returned a
-    # row-major copy, and the backward's stride assert refused it (output_views).
+    # row-major copy, and the backward's stride assert refused it (lowering.output_views).
     v2 = torch.where(a2 > 0, a2, a2 * 2)
     return (torch.sinh(v2.unfold(0, 6, 2)),)
 
 
 def _saved_sort_of_transposed(a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # The backward saves the sorted values, which eager lays out as its transposed input:
-    # the forward returned them row-major (output_views.eager_strided).
+    # the forward returned them row-major (lowering.output_views.eager_strided).
     return (torch.var(torch.msort(a2), 1, correction=1),)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.kernel_key import KernelKeys, kernel_key
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
+from polyduct.scheduling.kernel_key import KernelKeys, kernel_key
 
 
 def _spec(name: str, src: str, dst: str, constant: Any, scan: bool = False) -> KernelSpec:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import torch
 
-from polyduct import plugins
 from polyduct.builtin import _reference_factory
 from polyduct.cli import main
 from polyduct.errors import InvalidOption
@@ -87,11 +86,10 @@ def test_torch_compile_mode_max_autotune_is_warned_about() -> None:
 
 
 def test_plugin_load_failure_is_warned_about_at_torch_compile(
-    make_dist: Any, monkeypatch: pytest.MonkeyPatch
+    make_dist: Any, monkeypatch: pytest.MonkeyPatch, fresh_process: object
 ) -> None:
     make_dist("polyduct-broken", "raise RuntimeError('no compiler here')\n")
     monkeypatch.delenv("POLYDUCT_STRICT_PLUGINS", raising=False)  # CI makes failures fatal
-    monkeypatch.setattr(plugins, "_LOADED", {})
     torch._dynamo.reset()
     with pytest.warns(UserWarning, match="polyduct-broken.*failed to load.*no compiler here"):
         torch.compile(torch.cos, backend="polyduct", options={"kernels": "reference"})(

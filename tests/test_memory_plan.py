@@ -5,8 +5,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from polyduct.memory_plan import plan_memory, storage_size
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     ExternCall,
     Free,
@@ -18,6 +17,7 @@ from polyduct.wrapper_ir import (
     Reuse,
     WrapperProgram,
 )
+from polyduct.wrapper.memory_plan import plan_memory, storage_size
 
 I = sympy.Integer
 S0 = sympy.Symbol("s0", integer=True, positive=True)

@@ -11,12 +11,12 @@ import torch
 
 from polyduct import plugins as plugin_mod
 from polyduct.errors import UnknownName
-from polyduct.frontend.lowering_table import core_lowerings
 from polyduct.frontend.options import FrontendOptions
 from polyduct.kernel_choice import kernel_contents
+from polyduct.lowering.table import core_lowerings
 from polyduct.overrides import GraphOverride, OpOverride, Scope, scope_from_set
 from polyduct.pipeline import CompiledGraph
-from polyduct.wrapper_ir import ExternCall
+from polyduct.wrapper.ir import ExternCall
 
 WRAPPERS = ("python", "fx")
 

@@ -19,10 +19,9 @@ DOC = ROOT / "docs" / "backend-authors.md"
 
 
 @pytest.fixture
-def tiny(make_dist: Any, monkeypatch: pytest.MonkeyPatch, isolated_cache: Path) -> Any:
+def tiny(make_dist: Any, isolated_cache: Path, fresh_process: object) -> Any:
     """The docs' backend, installed as distribution `polyduct-tiny`; fresh plugin loading."""
     module = make_dist("polyduct-tiny", example(DOC, "polyduct_tiny.py"), entry="tiny")
-    monkeypatch.setattr(plugins, "_LOADED", {})
     loaded = plugins.load()
     assert "tiny" in loaded.kernel_backends.names(), loaded.errors
     return __import__(module)

@@ -10,21 +10,20 @@ from conftest import MakeDist
 from test_plugins import backend_source
 from test_plugins_hostile import HANGS
 
-from polyduct import plugins
+from polyduct import state
 from polyduct.errors import ContestedName
 from polyduct.plugin_index import AUTO, load_for
 from polyduct.plugins import PluginOptions
 
 
 @pytest.fixture
-def fresh(isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plugins, "_LOADED", {})
+def fresh(isolated_cache: Path, monkeypatch: pytest.MonkeyPatch, fresh_process: object) -> None:
     monkeypatch.delenv("POLYDUCT_STRICT_PLUGINS", raising=False)
     monkeypatch.setenv("POLYDUCT_PLUGIN_TIMEOUT", "0.5")
 
 
 def _forget(*modules: str) -> None:
-    plugins._LOADED.clear()
+    state.reset()
     for module in modules:
         sys.modules.pop(module, None)
 

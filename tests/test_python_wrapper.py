@@ -14,15 +14,8 @@ import torch
 from polyduct.cache import Cache
 from polyduct.errors import InputMismatch, InvalidOption
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
-from polyduct.memory_plan import plan_memory
 from polyduct.plugins import PluginOptions, load_fresh
-from polyduct.python_wrapper import (
-    OutputMismatch,
-    PythonWrapper,
-    PythonWrapperOptions,
-    assert_input,
-)
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     ExternCall,
@@ -39,6 +32,13 @@ from polyduct.wrapper_ir import (
     Reuse,
     SizeDef,
     WrapperProgram,
+)
+from polyduct.wrapper.memory_plan import plan_memory
+from polyduct.wrapper.python import (
+    OutputMismatch,
+    PythonWrapper,
+    PythonWrapperOptions,
+    assert_input,
 )
 
 S0 = sympy.Symbol("s0", integer=True, positive=True)
@@ -184,8 +184,8 @@ def test_hostile_names_are_sanitised_and_unique(wrapper: PythonWrapper) -> None:
     }
     assert imported == {
         "torch",
-        "polyduct.python_wrapper",
-        "polyduct.wrapper_ir",
+        "polyduct.wrapper.python",
+        "polyduct.wrapper.ir",
         "polyduct.plugins",
     }
     fn = wrapper.build(hostile_program(), load_fresh(PluginOptions()).kernel_loader())

@@ -14,14 +14,7 @@ import torch
 from polyduct.cache import Cache
 from polyduct.errors import InputMismatch
 from polyduct.plugins import PluginOptions, load_fresh
-from polyduct.python_wrapper import (
-    UNCHECKED,
-    PythonWrapper,
-    PythonWrapperOptions,
-    empty_strided_cpu,
-    input_guards,
-)
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     ExternCall,
     GraphInputs,
@@ -30,6 +23,13 @@ from polyduct.wrapper_ir import (
     Ref,
     SizeDef,
     WrapperProgram,
+)
+from polyduct.wrapper.python import (
+    UNCHECKED,
+    PythonWrapper,
+    PythonWrapperOptions,
+    empty_strided_cpu,
+    input_guards,
 )
 
 S0 = sympy.Symbol("s0", integer=True, positive=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from polyduct.frontend.lowerings_scan import library_sort_reason
+from polyduct.lowering.scan import library_sort_reason
 from polyduct.plugins import load
 
 LIMITS = {"cuda": 32, "cpu": 1024}

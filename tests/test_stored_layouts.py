@@ -6,8 +6,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from polyduct.frontend.lowering import GraphLowering
-from polyduct.frontend.lowering_table import core_lowerings
+from polyduct.lowering.graph import GraphLowering
+from polyduct.lowering.table import core_lowerings
 
 
 def test_a_value_only_kernels_read_is_stored_in_their_order() -> None:

@@ -29,7 +29,7 @@ from polyduct.kernel import (
     Stage,
 )
 from polyduct.wrapper import WrapperBackend
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     GraphInputs,
     GraphOutputs,

@@ -52,6 +52,7 @@ class OpInfoResult:
     detail: str = ""
 
 
+# memo of torch's fixed OpInfo table: not process state
 @functools.cache
 def _op_db() -> dict[tuple[str, str], Any]:
     from torch.testing._internal.common_methods_invocations import op_db
@@ -62,8 +63,8 @@ def _op_db() -> dict[tuple[str, str], Any]:
 def _lowered_packets(decomposed: bool) -> set[str]:
     """aten packets the frontend lowers; with `decomposed`, also those its decomposition table
     rewrites (into ops it lowers or calls)."""
-    from polyduct.frontend.decompositions import decomposition_table
-    from polyduct.frontend.lowering_table import core_lowerings
+    from polyduct.lowering.decompositions import decomposition_table
+    from polyduct.lowering.table import core_lowerings
 
     names = [*core_lowerings(), *(str(op) for op in decomposition_table() if decomposed)]
     return {name.split(".")[1] for name in names if name.startswith("aten.")}

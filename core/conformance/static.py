@@ -6,7 +6,7 @@ import inspect
 from dataclasses import dataclass, field
 
 from polyduct.ops import OP_NAMES, missing_ops
-from polyduct.wrapper_ir import LINE_TYPES
+from polyduct.wrapper.ir import LINE_TYPES
 
 
 @dataclass

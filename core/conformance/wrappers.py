@@ -1,6 +1,6 @@
 """Wrapper IR line-type completeness: run programs using every line type through a wrapper.
 
-One program holds every type of `polyduct.wrapper_ir.LINE_TYPES` (a reference-backend kernel,
+One program holds every type of `polyduct.wrapper.ir.LINE_TYPES` (a reference-backend kernel,
 extern `aten.mm` and `aten.topk`, views, reuse, ...) and is compared with eager. Then one small
 program per line type names which types a wrapper does not handle: a program that raises (an
 `assert_never`, `WrapperError`, `NotImplementedError`, ...) or returns wrong values reports its
@@ -20,7 +20,7 @@ import torch
 from polyduct.kernel import KernelBuffer, KernelFn, KernelSource, KernelSpec, Stage
 from polyduct.ops import OpHandler
 from polyduct.wrapper import WrapperBackend
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     ExternCall,

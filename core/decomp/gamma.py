@@ -38,6 +38,7 @@ HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 EULER_GAMMA = 0.57721566490153286061
 
 
+# memo of a pure function: not process state
 @cache
 def bernoulli(n: int) -> Fraction:
     """The Bernoulli number B_n (B_1 = +1/2 convention unused: only even n are asked for)."""

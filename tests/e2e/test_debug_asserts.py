@@ -12,7 +12,7 @@ import torch
 from polyduct.errors import InputMismatch
 from polyduct.kernel import KernelFn
 from polyduct.plugins import Plugins
-from polyduct.wrapper_ir import InputAssert, KernelDefinition
+from polyduct.wrapper.ir import InputAssert, KernelDefinition
 
 from .helpers import assert_same, check, compile_fn
 from .test_training import Block

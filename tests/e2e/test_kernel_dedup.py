@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from polyduct.pipeline import CompiledGraph
-from polyduct.wrapper_ir import KernelCall
+from polyduct.wrapper.ir import KernelCall
 
 from .helpers import check
 

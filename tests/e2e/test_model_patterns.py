@@ -9,9 +9,9 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.frontend.export import compile_exported
-from polyduct.frontend.kernel_key import trace_stages
 from polyduct.handlers.count import OpCounter
 from polyduct.kernel_choice import kernel_contents
+from polyduct.scheduling.kernel_key import trace_stages
 
 from .helpers import assert_same, check, compile_fn
 

@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from polyduct.wrapper_ir import Allocate, Reuse
+from polyduct.wrapper.ir import Allocate, Reuse
 
 from .helpers import check, compile_fn, kernels_of
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.pipeline import CompiledGraph
-from polyduct.wrapper_ir import Allocate, KernelCall, Reuse
+from polyduct.wrapper.ir import Allocate, KernelCall, Reuse
 
 from .helpers import check, kernels_of
 
@@ -122,7 +122,7 @@ def test_softmax_gradient_reuses_dying_library_result(
 
 
 def test_no_reuse_of_aliasing_or_mutating_library_results() -> None:
-    from polyduct.frontend.kernel_plan import returns_new
+    from polyduct.scheduling.plan import returns_new
 
     assert returns_new("aten.bmm.default") and returns_new("aten.convolution.default")
     assert not returns_new("aten.copy_.default")  # returns (and mutates) its first argument

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from polyduct.errors import KernelIndexError
-from polyduct.frontend import lowerings_scatter_reduce
+from polyduct.lowering import scatter_reduce
 
 from .helpers import check, compile_fn, on, skip_on_cuda
 from .test_native import native
@@ -95,7 +95,7 @@ def test_scatter_reduce_narrow_index(backends: tuple[str, str], device: str, mod
 def test_scatter_reduce_over_budget_runs_extern(
     backends: tuple[str, str], device: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lowerings_scatter_reduce, "MASKED_BUDGET", 10)
+    monkeypatch.setattr(scatter_reduce, "MASKED_BUDGET", 10)
     x, src = torch.randn(4, 6, device=device), torch.randn(4, 8, device=device)
     idx = torch.randint(0, 6, (4, 8), device=device)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, Final, final
 
+from polyduct import state
 from polyduct.cache import Cache, default_cache
 from polyduct.errors import CodegenError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
@@ -24,7 +25,9 @@ from polyduct_cpp.options import CppOptions
 _META: Final = "// polyduct-cpp-meta: "
 _INCLUDE: Final = '#include "polyduct_cpp.h"'
 LIBRARY_FILE: Final = "kernels.so"  # in an AOT package
-_LIBRARIES: dict[str, ctypes.CDLL] = {}  # loaded libraries stay loaded (kernels point into them)
+# this process's loaded libraries, by path (a reset drops the dict, never unloads: kernels point
+# into them)
+_LIBRARIES = state.Slot("polyduct_cpp.libraries", dict[str, ctypes.CDLL])
 
 
 @final
@@ -60,7 +63,7 @@ class CppBackend(KernelBackend):
         if not sources:
             return {}
         library, launcher = self._build(sources)
-        lib = _LIBRARIES.setdefault(str(library), ctypes.CDLL(str(library)))
+        lib = _load(str(library), library)
         return _bind(lib, sources, launcher)
 
     def package(self, sources: Sequence[KernelSource]) -> dict[str, bytes]:
@@ -76,7 +79,7 @@ class CppBackend(KernelBackend):
     def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
         if not sources:
             return {}
-        lib = _LIBRARIES.setdefault(str(files), ctypes.CDLL(str(files / LIBRARY_FILE)))
+        lib = _load(str(files), files / LIBRARY_FILE)
         found = [p for p in files.iterdir() if p.name.startswith(LAUNCHER_STEM)]
         launcher = import_launcher(found[0]) if found else None
         return _bind(lib, sources, launcher)
@@ -95,6 +98,14 @@ class CppBackend(KernelBackend):
             launcher_job = pool.submit(launcher_module, self.cache.root, self.options.compiler)
             library = compile_library(self.cache, "\n".join(parts) + "\n", spans, self.options)
             return library, launcher_job.result()
+
+
+def _load(key: str, path: Path) -> ctypes.CDLL:
+    """The library at `path`, loaded once per process state (under `key`)."""
+    libraries = _LIBRARIES.get()
+    if key not in libraries:
+        libraries[key] = ctypes.CDLL(str(path))
+    return libraries[key]
 
 
 def _bind(

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from polyduct import state
 from polyduct.cache import Cache
 from polyduct.errors import KernelCompileError
 from polyduct_cpp.options import CppOptions
@@ -27,17 +28,24 @@ SOURCE_NAME = "kernels.cpp"
 LIBRARY_NAME = "kernels.so"
 
 
-@functools.lru_cache(maxsize=8)
+_COMPILERS = state.Slot("polyduct_cpp.compilers", dict[str, str])  # compiler -> its identity
+
+
 def compiler_identity(compiler: str) -> str:
-    """Resolved path, size and mtime of the compiler binary (no process is started)."""
-    found = shutil.which(compiler)
-    if found is None:
-        raise KernelCompileError("cpp", "*", "(not written)", f"compiler {compiler!r} not found")
-    real = os.path.realpath(found)
-    info = os.stat(real)
-    return f"{real}:{info.st_size}:{int(info.st_mtime)}"
+    """Resolved path, size and mtime of the compiler binary (no process is started); read once
+    per process."""
+    known = _COMPILERS.get()
+    if compiler not in known:
+        found = shutil.which(compiler)
+        if found is None:
+            msg = f"compiler {compiler!r} not found"
+            raise KernelCompileError("cpp", "*", "(not written)", msg)
+        info = os.stat(real := os.path.realpath(found))
+        known[compiler] = f"{real}:{info.st_size}:{int(info.st_mtime)}"
+    return known[compiler]
 
 
+# a fact of the machine, fixed while the process runs: not process state
 @functools.lru_cache(maxsize=1)
 def host_cpu() -> str:
     """The host CPU model and feature flags (what -march=native resolves against)."""
@@ -49,6 +57,7 @@ def host_cpu() -> str:
     return hashlib.sha256("\n".join(wanted).encode()).hexdigest()
 
 
+# a fact of the installed package, fixed while the process runs: not process state
 @functools.lru_cache(maxsize=1)
 def header_text() -> str:
     """All kernel headers, concatenated (their content is part of the cache key)."""
@@ -98,7 +107,8 @@ def compile_library(
     return cache.entry("cpp", inputs, build) / LIBRARY_NAME
 
 
-_PCH_BUILDS: dict[str, threading.Thread] = {}
+# precompiled-header builds started by this process, by cache root and inputs
+_PCH_BUILDS = state.Slot("polyduct_cpp.pch_builds", dict[str, threading.Thread])
 
 
 def _pch_inputs(options: CppOptions, cpu: str) -> tuple[list[str], dict[str, str]]:
@@ -142,14 +152,15 @@ def start_precompiled_headers(cache: Cache, options: CppOptions, cpu: str) -> No
         subprocess.run(cmd, capture_output=True, text=True, check=True)
 
     key = f"{cache.root}:{sorted(inputs.items())}"
-    if key not in _PCH_BUILDS:
-        _PCH_BUILDS[key] = threading.Thread(
+    builds = _PCH_BUILDS.get()
+    if key not in builds:
+        builds[key] = threading.Thread(
             target=_build_quietly,
             args=(cache, inputs, build),
             daemon=False,
             name="polyduct-cpp-pch",
         )
-        _PCH_BUILDS[key].start()
+        builds[key].start()
 
 
 def _build_quietly(cache: Cache, inputs: dict[str, str], build: Callable[[Path], None]) -> None:

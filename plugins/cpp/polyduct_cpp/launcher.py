@@ -8,7 +8,6 @@ pointer read by torch's C accessor (the one Inductor's generated bindings use) i
 
 from __future__ import annotations
 
-import functools
 import importlib.machinery
 import importlib.util
 import subprocess
@@ -19,6 +18,7 @@ from types import ModuleType
 
 import torch
 
+from polyduct import state
 from polyduct.cache import Cache
 from polyduct_cpp.compiler import INCLUDE_DIR, compiler_identity
 
@@ -26,14 +26,19 @@ SOURCE = INCLUDE_DIR / "launcher.cpp"
 LAUNCHER_STEM = "_pd_launch"  # the extension's module name (PyInit__pd_launch)
 
 
-@functools.lru_cache(maxsize=4)
+# the imported launcher of each (cache root, compiler), None where it cannot be built
+_LAUNCHERS = state.Slot("polyduct_cpp.launchers", dict[tuple[Path, str], ModuleType | None])
+
+
 def launcher_module(cache_root: Path, compiler: str) -> ModuleType | None:
-    """The imported launcher extension, or None where it cannot be built."""
-    path = launcher_path(cache_root, compiler)
-    return None if path is None else import_launcher(path)
+    """The imported launcher extension, or None where it cannot be built (once per process)."""
+    launchers = _LAUNCHERS.get()
+    if (cache_root, compiler) not in launchers:
+        path = launcher_path(cache_root, compiler)
+        launchers[cache_root, compiler] = None if path is None else import_launcher(path)
+    return launchers[cache_root, compiler]
 
 
-@functools.lru_cache(maxsize=4)
 def launcher_path(cache_root: Path, compiler: str) -> Path | None:
     """The launcher extension built into the cache, or None where it cannot be built."""
     include = sysconfig.get_paths().get("include", "")

@@ -11,6 +11,7 @@ from typing import Any
 from polyduct.errors import InvalidOption
 
 
+# a fact of the machine, fixed while the process runs: not process state
 @functools.lru_cache(maxsize=1)
 def _host_avx512() -> bool:
     """Whether this host's CPU has AVX-512F (then 512-bit vectors are preferred)."""

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import torch.fx
 
 from polyduct.wrapper import KernelLoader, WrapperBackend
-from polyduct.wrapper_ir import WrapperProgram
+from polyduct.wrapper.ir import WrapperProgram
 from polyduct_fx.converter import FxConverter, to_graph
 
 

@@ -1,4 +1,4 @@
-"""Wrapper IR -> `torch.fx.GraphModule`, one exhaustive `match` over `polyduct.wrapper_ir.Line`.
+"""Wrapper IR -> `torch.fx.GraphModule`, one exhaustive `match` over `polyduct.wrapper.ir.Line`.
 
 What each line becomes (docs/fx.md has the table with examples):
 graph inputs -> placeholders; input asserts -> `check_input` calls; size symbols -> `sym_size` /
@@ -24,7 +24,7 @@ from polyduct.codegen import identifier
 from polyduct.errors import WrapperError
 from polyduct.kernel import KernelFn
 from polyduct.wrapper import KernelLoader
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     Constant,

@@ -16,7 +16,7 @@ import torch
 
 from polyduct.cache import import_module_file
 from polyduct.kernel import KernelFn
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Free,
     GraphInputs,

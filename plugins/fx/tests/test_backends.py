@@ -11,7 +11,7 @@ import torch
 from polyduct.indexing import size_symbol
 from polyduct.kernel import KernelBuffer, KernelSpec, Stage
 from polyduct.plugins import PluginOptions, Plugins, load
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     GraphInputs,
     GraphOutputs,

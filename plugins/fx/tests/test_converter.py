@@ -10,7 +10,7 @@ import torch.fx
 from helpers import SCALE_SOURCE, PyLoader, add_program, sizes
 
 from polyduct.errors import InputMismatch, WrapperError
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     ExternCall,
     Free,

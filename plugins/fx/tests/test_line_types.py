@@ -8,7 +8,7 @@ import sympy
 import torch
 from helpers import ADD_SOURCE, PyLoader
 
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     LINE_TYPES,
     Allocate,
     Comment,

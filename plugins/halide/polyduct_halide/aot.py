@@ -139,6 +139,8 @@ def compile_library(
     obj.unlink()
 
 
+# The runtimes are loaded RTLD_GLOBAL and hold the error handler, which the process cannot undo:
+# they and their messages stay module state, outside `polyduct.state` (a reset keeps them).
 _MESSAGES: list[str] = []
 
 

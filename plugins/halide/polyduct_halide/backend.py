@@ -17,6 +17,7 @@ import halide as hl
 import torch
 
 import polyduct_halide
+from polyduct import state
 from polyduct.cache import default_cache, import_module_file
 from polyduct.errors import InvalidOption, KernelCompileError
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
@@ -41,7 +42,7 @@ _CUDA_CAPABILITIES: Final = (86, 80, 75, 70, 61, 50, 35, 32, 30)
 _DEVICE = re.compile(r'^DEVICE = "(\w+)"$', re.MULTILINE)
 _SOURCE_FILE = "pipeline.py"
 # Loaded kernels by cache key digest: a second load in the process neither JITs nor dlopens.
-_LOADED: dict[str, KernelFn] = {}
+_LOADED = state.Slot("polyduct_halide.kernels", dict[str, KernelFn])
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +161,9 @@ class HalideBackend(KernelBackend):
                 self.name, source.name, "", "CUDA kernels need a C compiler (set CC or install cc)"
             )
         memo = f"{digest}:{compiler or 'jit'}"
-        if memo in _LOADED:
-            return _LOADED[memo]
+        loaded = _LOADED.get()
+        if memo in loaded:
+            return loaded[memo]
         path = self._source_entry(source, key) / _SOURCE_FILE
         module = import_module_file(path, f"polyduct_halide_pipeline_{digest[:24]}")
 
@@ -196,7 +198,7 @@ class HalideBackend(KernelBackend):
                     stacklevel=2,
                 )
                 kernel = compile_for("default")
-        _LOADED[memo] = kernel
+        loaded[memo] = kernel
         return kernel
 
     def _source_entry(self, source: KernelSource, key: dict[str, str]) -> Path:
@@ -243,6 +245,7 @@ class HalideBackend(KernelBackend):
 _BOUNDS_ERROR = re.compile(r"is accessed at -?\d+, which is (before the min|beyond the max)")
 
 
+# a fact of the installed package, fixed while the process runs: not process state
 @functools.cache
 def _modules_digest() -> str:
     """A digest of this package's Python and C sources: generated pipelines import the helper

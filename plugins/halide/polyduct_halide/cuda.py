@@ -22,6 +22,8 @@ from typing import Any, Final
 
 import torch
 
+from polyduct import state
+
 GLUE: Final = r"""
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -106,14 +108,15 @@ def set_stream(lib: ctypes.CDLL, device: torch.device) -> None:
     lib.polyduct_cuda_set_stream(index, torch.cuda.current_stream(index).cuda_stream)
 
 
-_SCRATCH: dict[torch.device, torch.Tensor] = {}
+_SCRATCH = state.Slot("polyduct_halide.scratch", dict[torch.device, torch.Tensor])
 
 
 def scratch(device: torch.device) -> int:
     """Device memory standing in for empty tensors (never read or written)."""
-    if device not in _SCRATCH:
-        _SCRATCH[device] = torch.empty(8, dtype=torch.uint8, device=device)
-    return int(_SCRATCH[device].data_ptr())
+    tensors = _SCRATCH.get()
+    if device not in tensors:
+        tensors[device] = torch.empty(8, dtype=torch.uint8, device=device)
+    return int(tensors[device].data_ptr())
 
 
 def device_of(tensors: Any) -> torch.device | None:

@@ -47,6 +47,7 @@ Key = tuple[Config, bool, bool, tuple[Any, ...]]  # (config, idx64, persistent, 
 Job = tuple[Config, tuple[Any, ...], int, bool, bool]  # warmup's arguments
 
 
+# a fact of the installed Triton, fixed while the process runs: not process state
 @functools.cache
 def _cuda_options() -> dict[str, bool]:
     # Triton links libdevice in its flush-to-zero flavour by default; torch keeps subnormals
@@ -59,6 +60,7 @@ def _cuda_options() -> dict[str, bool]:
     return {"enable_reflect_ftz": False} if "enable_reflect_ftz" in known else {}
 
 
+# a fact of the installed package, fixed while the process runs: not process state
 @functools.cache
 def runtime_digest() -> str:
     """SHA-256 of the runtime's files (part of the tuning cache's key)."""

@@ -35,6 +35,7 @@ import threading
 import time
 import warnings
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
@@ -42,6 +43,7 @@ from typing import IO, Any
 import triton
 import triton.language as tl
 
+from polyduct import state
 from polyduct.cache import import_module_file
 
 BINARY_ONLY_ENV = "TRITON_STORE_BINARY_ONLY"
@@ -63,7 +65,8 @@ class CompilePool:
     once its kernel is in Triton's cache, else the worker's error text."""
 
     def __init__(self, workers: int, target: tuple[str, Any, int] | None) -> None:
-        self._jobs: queue.PriorityQueue[tuple[int, int, Future[str | None], Any]] = (
+        # (priority, order, outcome, job); an outcome of None stops the worker that takes it
+        self._jobs: queue.PriorityQueue[tuple[int, int, Future[str | None] | None, Any]] = (
             queue.PriorityQueue())
         self._order = itertools.count()
         self._target = target  # (backend, arch, warp size): each worker warms its compiler for it
@@ -81,6 +84,13 @@ class CompilePool:
             if self._alive == 0:  # nobody will take it: its launch compiles it
                 self._cancel_queued()
         return future
+
+    def close(self) -> None:
+        """Cancel the queued jobs and stop every worker once its job at hand is done."""
+        with self._start:
+            self._cancel_queued()
+        for _ in range(self._workers):
+            self._jobs.put((-1, next(self._order), None, None))
 
     def wait_started(self, timeout: float) -> bool:
         """Wait until every worker is ready (or failed to start); False if `timeout` passed."""
@@ -106,6 +116,9 @@ class CompilePool:
             self._start.notify_all()
         while pipes is not None:
             _, _, future, job = self._jobs.get()
+            if future is None:  # closed: the worker exits when its pipe closes
+                pipes[0].close()
+                break
             if not future.set_running_or_notify_cancel():
                 continue
             try:
@@ -127,22 +140,35 @@ class CompilePool:
                 _, _, future, _ = self._jobs.get_nowait()
             except queue.Empty:
                 return
-            future.cancel()
+            if future is not None:
+                future.cancel()
 
 
-_POOL: CompilePool | None = None
-_POOL_LOCK = threading.Lock()
-_SUBMITTED: list[Future[str | None]] = []  # every job's outcome, until `settle` sees it done
+@dataclass
+class Compiles:
+    """This process's compile pool (started on first use) and every job's outcome, until
+    `settle` sees it done."""
+
+    pool: CompilePool | None = None
+    submitted: list[Future[str | None]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+COMPILES = state.Slot("polyduct_triton.compiles", Compiles, Compiles.close)
 
 
 def pool(workers: int | None = None) -> CompilePool | None:
     """The process's compile pool, started on first use with `worker_count(workers)` workers;
     None with no workers configured."""
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None and (count := worker_count(workers)) > 0:
-            _POOL = CompilePool(count, _target())
-        return _POOL
+    compiles = COMPILES.get()
+    with compiles.lock:
+        if compiles.pool is None and (count := worker_count(workers)) > 0:
+            compiles.pool = CompilePool(count, _target())
+        return compiles.pool
 
 
 def _target() -> tuple[str, Any, int] | None:
@@ -170,10 +196,11 @@ def settle(timeout: float | None = None) -> bool:
     # Polled: a job cancelled in the queue is done at once, but `concurrent.futures.wait` only
     # hears of it when a worker dequeues it.
     deadline = None if timeout is None else time.monotonic() + timeout
+    submitted = COMPILES.get().submitted
     while True:
-        _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
-        if not _SUBMITTED or (deadline is not None and time.monotonic() >= deadline):
-            return not _SUBMITTED
+        submitted[:] = [f for f in submitted if not f.done()]
+        if not submitted or (deadline is not None and time.monotonic() >= deadline):
+            return not submitted
         time.sleep(0.005)
 
 
@@ -185,7 +212,7 @@ def ahead(path: Path, name: str, workers: int | None = None) -> Future[str | Non
     if target_pool is None:
         return None
     future = target_pool.submit(_job(path, name, 0, _settings()), _HEURISTIC)
-    _SUBMITTED.append(future)
+    COMPILES.get().submitted.append(future)
     return future
 
 
@@ -208,7 +235,8 @@ def submit(
     target_pool = pool(workers) if work else None
     if target_pool is None:
         return 0
-    _SUBMITTED[:] = [f for f in _SUBMITTED if not f.done()]
+    submitted = COMPILES.get().submitted
+    submitted[:] = [f for f in submitted if not f.done()]
     settings = _settings()
     queued = 0
     for module, path, jobs in work:
@@ -216,7 +244,7 @@ def submit(
             future = target_pool.submit(_job(path, module.__name__, rank, settings),
                                         _HEURISTIC if rank == 0 else _CANDIDATE)
             module.RUNTIME.precompiled[key] = future
-            _SUBMITTED.append(future)
+            submitted.append(future)
             queued += 1
     return queued
 

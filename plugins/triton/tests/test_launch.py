@@ -293,7 +293,7 @@ def test_the_launcher_option_reaches_every_loaded_module(
     from test_precompile import specs
 
     from polyduct.plugins import default_kernel_loader
-    from polyduct.wrapper_ir import KernelDefinition
+    from polyduct.wrapper.ir import KernelDefinition
     from polyduct_triton import TritonBackend, TritonOptions
 
     backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))

@@ -16,6 +16,7 @@ import sympy
 import torch
 from kernels import buf, spec
 
+from polyduct import state
 from polyduct.cache import Cache, import_module_file
 from polyduct.errors import InvalidOption
 from polyduct_triton import TritonBackend, TritonOptions, precompile
@@ -187,8 +188,9 @@ def test_jobs_are_cancelled_when_no_worker_can_start(monkeypatch: pytest.MonkeyP
     pool = precompile.CompilePool(2, None)
     assert pool.wait_started(timeout=60)  # both gave up
     future = pool.submit({"path": "unused"}, 0)
-    monkeypatch.setattr(precompile, "_SUBMITTED", [future])
-    assert precompile.settle(timeout=60) and future.cancelled()
+    with state.isolated():
+        precompile.COMPILES.get().submitted.append(future)
+        assert precompile.settle(timeout=60) and future.cancelled()
 
 
 def test_settle_waits_for_every_job_submitted(
@@ -204,7 +206,7 @@ def test_settle_waits_for_every_job_submitted(
 
     pool = Pool()
     monkeypatch.setattr(precompile, "pool", lambda workers=None: pool)
-    monkeypatch.setattr(precompile, "_SUBMITTED", [])
+    monkeypatch.setattr(precompile, "COMPILES", state.Slot("test.compiles", precompile.Compiles))
     module = _module(tmp_path, specs()[2])  # two candidates
     module.jobs = lambda: [(("cfg", i), ("args",)) for i in range(2)]
     assert precompile.submit([(module, tmp_path / "m.py")]) == 2
@@ -212,7 +214,7 @@ def test_settle_waits_for_every_job_submitted(
     pool.futures[0].set_result(None)
     assert not precompile.settle(timeout=0.01)
     pool.futures[1].cancel()  # a job a launch took over counts as settled
-    assert precompile.settle(timeout=0.01) and precompile._SUBMITTED == []
+    assert precompile.settle(timeout=0.01) and precompile.COMPILES.get().submitted == []
 
 
 def test_workers_exit_quietly_when_their_program_is_gone() -> None:

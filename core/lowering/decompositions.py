@@ -2,7 +2,7 @@
 
 torch's core-aten table plus composite ops polyduct prefers decomposed (softmax, layer norm,
 their backwards, dropout), minus every op the core lowers natively (addmm among them:
-`lowerings_matmul` keeps it one library call or splits off a fusible bias add).
+`polyduct.lowering.matmul` keeps it one library call or splits off a fusible bias add).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 
-from polyduct.frontend.lowering_table import core_lowerings
+from polyduct.lowering.table import core_lowerings
 
 aten = torch.ops.aten
 
@@ -119,6 +119,7 @@ def decomposition_table() -> dict[Any, Callable[..., Any]]:
     return dict(_table())
 
 
+# memo of a table derived from torch's and the core's code only: not process state
 @functools.cache
 def _table() -> dict[Any, Callable[..., Any]]:
     # built once per process: assembling torch's tables takes ~0.15 s, every compile used to pay it

@@ -22,14 +22,14 @@ import torch.fx
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.devices import accelerator, library_only_dtype, moved_scalars
-from polyduct.frontend.externs import extern_call, transfer
-from polyduct.frontend.fx_nodes import is_view, mutates, shared_alias_bases
-from polyduct.frontend.output_views import eager_strided, overlapping_view
-from polyduct.frontend.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
+from polyduct.lowering.devices import accelerator, library_only_dtype, moved_scalars
+from polyduct.lowering.externs import extern_call, transfer
+from polyduct.lowering.fx_nodes import is_view, mutates, shared_alias_bases
+from polyduct.lowering.output_views import eager_strided, overlapping_view
+from polyduct.lowering.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
 

@@ -10,10 +10,10 @@ import sympy
 import torch
 import torch.fx
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, unbroadcast
 from polyduct.indexing import contiguous_strides, linear_index, unflatten
 from polyduct.ir import Expr, Layout, Lazy, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, unbroadcast
 
 Reindex = Callable[[Sequence[Expr]], list[Expr]]
 

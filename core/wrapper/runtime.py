@@ -1,4 +1,4 @@
-"""Run-time helpers of the modules the Python wrapper generates (`polyduct.python_wrapper`).
+"""Run-time helpers of the modules the Python wrapper generates (`polyduct.wrapper.python`).
 
 Generated modules import these by name: input and intermediate asserts, the learned input guard,
 CPU and CUDA allocation, the current CUDA device, extern op lookup.

@@ -22,7 +22,7 @@ import sympy
 from typing_extensions import assert_never
 
 from polyduct.indexing import expanded
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     Constant,
@@ -62,6 +62,7 @@ def _expr_names(exprs: Iterable[object]) -> set[str]:
     return names
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _symbol_names(expr: sympy.Basic) -> frozenset[str]:
     return frozenset(s.name for s in expr.free_symbols if isinstance(s, sympy.Symbol))
@@ -120,6 +121,7 @@ def storage_size(size: Shape, stride: Shape) -> sympy.Expr:
     return _storage_size(tuple(size), tuple(stride))
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=4096)
 def _storage_size(size: Shape, stride: Shape) -> sympy.Expr:
     if any(sympy.sympify(n) == 0 for n in size):

@@ -8,7 +8,7 @@ so a dumped module runs on its own: `python -c "import wrapper; print(wrapper.ca
 Every name from the program goes through `identifier` (and is made unique), every string through
 `string_literal`; size expressions are printed by `PythonIndexPrinter` over sanitised symbols.
 The small runtime helpers the module imports (`assert_input`, `input_guards`, `empty_strided_cpu`,
-`resolve_op`, ...) live in `polyduct.wrapper_runtime` and are re-exported here.
+`resolve_op`, ...) live in `polyduct.wrapper.runtime` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from polyduct.errors import InvalidOption, WrapperError
 from polyduct.indexing import PythonIndexPrinter
 from polyduct.version import __version__
 from polyduct.wrapper import Built, KernelLoader, WrapperBackend
-from polyduct.wrapper_ir import (
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     Constant,
@@ -52,7 +52,7 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-from polyduct.wrapper_runtime import (
+from polyduct.wrapper.runtime import (
     UNCHECKED,
     OutputMismatch,
     assert_input,
@@ -320,6 +320,7 @@ class _Renderer:
         return f"{self.names(line.result)} = {call}"
 
 
+# memo of a pure function (dtype -> its source text): not process state
 _DTYPES: dict[torch.dtype, str] = {}  # dtypes checked by `_Renderer.dtype`, as source
 
 
@@ -414,10 +415,10 @@ _HEADER = [
     "",
     "import torch",
     "",
-    "from polyduct.python_wrapper import (",
+    "from polyduct.wrapper.python import (",
     *(f"    {name}," for name in _RUNTIME_NAMES),
     ")",
-    "from polyduct.wrapper_ir import KernelDefinition",
+    "from polyduct.wrapper.ir import KernelDefinition",
     "",
 ]
 _FOOTER = '''

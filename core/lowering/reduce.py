@@ -10,10 +10,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, cast, lazy
 from polyduct.indexing import unflatten
 from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue, acc_name
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, cast, lazy
 from polyduct.ops import ReductionType
 
 _ACC_UP = (torch.float16, torch.bfloat16)

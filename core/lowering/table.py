@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import functools
 
-from polyduct.frontend import (
-    lowerings_index,
-    lowerings_matmul,
-    lowerings_misc,
-    lowerings_pointwise,
-    lowerings_pool,
-    lowerings_random,
-    lowerings_reduce,
-    lowerings_scan,
-    lowerings_scatter,
-    lowerings_scatter_reduce,
-    lowerings_views,
+from polyduct.lowering import (
+    index,
+    matmul,
+    misc,
+    pointwise,
+    pool,
+    random,
+    reduce,
+    scan,
+    scatter,
+    scatter_reduce,
+    views,
 )
-from polyduct.frontend.lowering import LoweringFn
+from polyduct.lowering.graph import LoweringFn
 
 
 def core_lowerings() -> dict[str, LoweringFn]:
@@ -25,22 +25,23 @@ def core_lowerings() -> dict[str, LoweringFn]:
     return dict(_core_lowerings())
 
 
+# memo of a table derived from the core's code only: not process state
 @functools.cache
 def _core_lowerings() -> dict[str, LoweringFn]:
     """Built once per process: the families' tables are fixed (about 2M instructions)."""
     table: dict[str, LoweringFn] = {}
     modules = (
-        lowerings_pointwise,
-        lowerings_views,
-        lowerings_reduce,
-        lowerings_misc,
-        lowerings_scan,
-        lowerings_index,
-        lowerings_pool,
-        lowerings_random,
-        lowerings_scatter,
-        lowerings_scatter_reduce,
-        lowerings_matmul,
+        pointwise,
+        views,
+        reduce,
+        misc,
+        scan,
+        index,
+        pool,
+        random,
+        scatter,
+        scatter_reduce,
+        matmul,
     )
     for module in modules:
         table.update(module.table())

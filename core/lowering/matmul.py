@@ -14,15 +14,16 @@ from typing import Any
 
 import torch
 
-from polyduct.frontend.lowering import VIEW_OPS, Fallback, LoweringContext, LoweringFn, op_name
-from polyduct.frontend.values import Ops, map_values
+from polyduct.lowering.graph import VIEW_OPS, Fallback, LoweringContext, LoweringFn, op_name
+from polyduct.lowering.values import Ops, map_values
 
 
+# memo of a table derived from the core's code only: not process state
 @functools.cache
 def _pointwise_ops() -> frozenset[str]:
-    from polyduct.frontend import lowerings_pointwise
+    from polyduct.lowering import pointwise
 
-    return frozenset(lowerings_pointwise.table())
+    return frozenset(pointwise.table())
 
 
 def feeds_pointwise(node: torch.fx.Node) -> bool:

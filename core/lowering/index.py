@@ -12,10 +12,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, broadcast_index, is_tensor, lazy
 from polyduct.handlers.default import DefaultHandler
 from polyduct.ir import Expr, Lazy, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, broadcast_index, is_tensor, lazy
 
 
 def _indirect(ops: Ops, index: TensorValue, idx: Sequence[Expr], size: Expr) -> Expr:
@@ -68,6 +68,7 @@ class _Affine(DefaultHandler[sympy.Expr]):
         return product
 
 
+# memo of a pure function of its (immutable) arguments: not process state
 @functools.lru_cache(maxsize=1024)
 def _direct_index(index: TensorValue, size: Expr) -> tuple[Expr, tuple[sympy.Symbol, ...]] | None:
     """(expression over fresh coordinates, those coordinates) of an index tensor whose values are

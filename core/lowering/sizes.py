@@ -45,11 +45,13 @@ def _guarded_constant(value: torch.SymInt) -> sympy.Expr:
     return hint if known is sympy.true else expr
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=1024)
 def _integer(value: int) -> sympy.Expr:
     return sympy.Integer(value)
 
 
+# memo of a pure sympy function: not process state
 @functools.lru_cache(maxsize=1024)
 def _from_torch(expr: sympy.Expr) -> sympy.Expr:
     """A torch symbolic-shape expression over polyduct's size symbols and functions."""

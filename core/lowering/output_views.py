@@ -16,13 +16,13 @@ from typing import Any, Protocol
 import torch
 import torch.fx
 
-from polyduct.frontend.sizes import (
+from polyduct.ir import IRGraph, Lazy, StorageView
+from polyduct.lowering.sizes import (
     broadcast_of_dense,
     eager_layout,
     non_overlapping,
     realize_like_eager,
 )
-from polyduct.ir import IRGraph, Lazy, StorageView
 
 
 class _Lowering(Protocol):

@@ -9,15 +9,25 @@ from typing import Any
 
 import sympy
 
-from polyduct.frontend.kernel_key import KernelKeys
-from polyduct.frontend.scheduler import Group, Item, KernelPlan, _stages
 from polyduct.indexing import expanded, free_symbols, product, symbol_text
 from polyduct.ir import ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelBuffer, KernelSpec, Role
-from polyduct.wrapper_ir import Ref
-from polyduct.wrapper_runtime import resolve_op
+from polyduct.scheduling.fusion import Group, Item, stages
+from polyduct.scheduling.kernel_key import KernelKeys
+from polyduct.wrapper.ir import Ref
+from polyduct.wrapper.runtime import resolve_op
 
 _INDEX_PREFIXES = ("x", "r", "indirect")
+
+
+@dataclass
+class KernelPlan:
+    """A group turned into a `KernelSpec`, plus the buffers it allocates (written, not removed)."""
+
+    spec: KernelSpec
+    outputs: tuple[str, ...]
+    reads: tuple[str, ...]
+    reuses: tuple[tuple[str, str], ...] = ()  # (output, dying input whose storage it takes)
 
 
 @dataclass
@@ -114,14 +124,14 @@ def _plan_group(
     removed = {b for b in written if b not in external and b not in renames}
     candidates = (set(written) - removed - set(renames)) | {buf for buf, _ in copies}
     inplace = _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
-    stages = _stages(group, renames | inplace, removed, copies)
+    kernel_stages = stages(group, renames | inplace, removed, copies)
     buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
     ranges = group.outer or (sympy.Integer(1),)
     spec = KernelSpec(
         name=name,
         ranges=ranges,
         reduction_ranges=group.red,
-        stages=stages,
+        stages=kernel_stages,
         buffers=buffers,
         size_args=_size_args(group, ranges, buffers),
         device=_device(graph, buffers),
@@ -196,6 +206,7 @@ def _fresh_extern_results(items: Sequence[Item]) -> set[str]:
     }
 
 
+# memo of a pure function of the op's schema (fixed in the process): not process state
 @functools.cache
 def returns_new(op: str) -> bool:
     """Whether aten overload `op` (e.g. "aten.bmm.default") returns new tensors: its schema

@@ -17,9 +17,9 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, cast, is_tensor, lazy
 from polyduct.ir import Expr, Lazy, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, cast, is_tensor, lazy
 
 MAX_WINDOW = 64
 """Largest window (elements) unrolled into one expression; larger pools run as extern calls."""

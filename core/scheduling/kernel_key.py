@@ -20,10 +20,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import ORIGINS
 from polyduct.handlers.default import DefaultHandler
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
+from polyduct.lowering.graph import ORIGINS
 from polyduct.ops import reduction_num_outputs
 
 

@@ -9,12 +9,12 @@ import sympy
 import torch
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.externs import restrided
-from polyduct.frontend.kernel_plan import Planned, extern_reads
 from polyduct.indexing import symbol_text
-from polyduct.ir import ExternNode, IRGraph, StorageView
+from polyduct.ir import SEED_BUFFER, ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelSource
-from polyduct.wrapper_ir import (
+from polyduct.lowering.externs import restrided
+from polyduct.scheduling.plan import Planned, extern_reads
+from polyduct.wrapper.ir import (
     Allocate,
     Comment,
     ExternCall,
@@ -31,8 +31,6 @@ from polyduct.wrapper_ir import (
     SizeDef,
     WrapperProgram,
 )
-
-SEED_BUFFER = "seeds"
 
 
 def _size_defs(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:

@@ -9,8 +9,8 @@ import sympy
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from polyduct.frontend.lowering import Fallback
 from polyduct.ir import Expr, Lazy, Loader, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback
 from polyduct.ops import OpHandler
 
 Ops = OpHandler[Any]

@@ -13,11 +13,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, cast, lazy
-from polyduct.frontend.wrapper_gen import SEED_BUFFER
 from polyduct.indexing import contiguous_strides, linear_index
-from polyduct.ir import BufferInfo, Expr, Layout, Lazy, numel
+from polyduct.ir import SEED_BUFFER, BufferInfo, Expr, Layout, Lazy, numel
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, cast, lazy
 
 _INT32_LIMIT = 2**31
 

@@ -26,10 +26,10 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.lowerings_scatter import _fresh_copy, _scatter_into
-from polyduct.frontend.values import Ops, cast, converted, is_tensor, lazy
 from polyduct.ir import ComputeNode, Expr, Layout, Lazy, Loader, StorageView, TensorValue, acc_name
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.scatter import _fresh_copy, _scatter_into
+from polyduct.lowering.values import Ops, cast, converted, is_tensor, lazy
 from polyduct.ops import ReductionType
 
 MASKED_BUDGET = 1 << 24

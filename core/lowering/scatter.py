@@ -1,11 +1,11 @@
 """Scatter lowerings: scatter / scatter_add / index_put, and in-place copy_ (scatter_reduce and
-index_reduce: `lowerings_scatter_reduce`).
+index_reduce: `polyduct.lowering.scatter_reduce`).
 
 A scatter is two compute nodes: a pointwise copy of `self` into a fresh buffer, then a pointwise
 node over the index space that stores each source element at its indirect position (`store` mode
 `atomic_add` when values accumulate, so duplicate indices add up on every backend). The scatter
 node stores at an index holding indirect symbols, so the scheduler never fuses it with a node that
-touches its buffer (see `polyduct.frontend.scheduler`). Index values are bounds-checked and
+touches its buffer (see `polyduct.scheduling.fusion`). Index values are bounds-checked and
 negative ones wrapped (`ops.indirect_indexing`; docs/conventions.md, "Indexing").
 """
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.lowerings_index import _broadcast, _indirect
-from polyduct.frontend.values import Ops, broadcast_index, cast, is_tensor, operand
 from polyduct.ir import ComputeNode, Expr, Layout, Lazy, Loader, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.index import _broadcast, _indirect
+from polyduct.lowering.values import Ops, broadcast_index, cast, is_tensor, operand
 from polyduct.ops import StoreMode
 
 Coords = Callable[[Ops, Sequence[Expr]], list[Expr]]

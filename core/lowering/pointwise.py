@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import (
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import (
     Ops,
     cast,
     is_tensor,

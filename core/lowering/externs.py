@@ -17,9 +17,9 @@ import torch
 import torch.fx
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.sizes import meta_layout, realize_like_eager
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
-from polyduct.wrapper_ir import Ref
+from polyduct.lowering.sizes import meta_layout, realize_like_eager
+from polyduct.wrapper.ir import Ref
 
 
 def extern_call(

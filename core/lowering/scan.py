@@ -10,9 +10,9 @@ from typing import Any
 import sympy
 import torch
 
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn
-from polyduct.frontend.values import Ops, cast
 from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.values import Ops, cast
 
 Combine = Callable[[Ops, tuple[Any, ...], tuple[Any, ...]], tuple[Any, ...]]
 _UPCAST = (torch.float16, torch.bfloat16)

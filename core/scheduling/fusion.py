@@ -1,4 +1,5 @@
-"""The scheduler: groups compute nodes into fused kernels (`KernelSpec`s), in program order.
+"""Fusion: groups compute nodes into fusion groups in program order, and a group's loop bodies
+into kernel stages (`polyduct.scheduling.plan` makes the `KernelSpec`s).
 
 Fusion rules (greedy, deterministic, each node tries only the most recent group):
 - a pointwise node joins a group whose outer space (size-1 dims dropped) equals its shape (an
@@ -29,7 +30,7 @@ from polyduct.ir import (
     ExternNode,
     IRGraph,
 )
-from polyduct.kernel import KernelSpec, Stage, StageKind
+from polyduct.kernel import Stage, StageKind
 from polyduct.ops import OpHandler
 
 _ONE = sympy.Integer(1)
@@ -250,17 +251,7 @@ class _KernelOps(DefaultHandler[Any]):
             self.inner.store(name, index, value, mode)
 
 
-@dataclass
-class KernelPlan:
-    """A group turned into a `KernelSpec`, plus the buffers it allocates (written, not removed)."""
-
-    spec: KernelSpec
-    outputs: tuple[str, ...]
-    reads: tuple[str, ...]
-    reuses: tuple[tuple[str, str], ...] = ()  # (output, dying input whose storage it takes)
-
-
-def _stages(
+def stages(
     group: Group, renames: dict[str, str], removed: set[str], copies: list[tuple[str, Any]]
 ) -> tuple[Stage, ...]:
     runs: list[list[Member]] = []
@@ -270,10 +261,10 @@ def _stages(
         else:
             runs.append([m])
     extents = (group.outer, group.red)
-    stages = [Stage(run[0].kind, _stage_body(run, renames, removed, extents)) for run in runs]
+    found = [Stage(run[0].kind, _stage_body(run, renames, removed, extents)) for run in runs]
     if copies:
-        stages.append(Stage("outer", _copy_body(group, copies)))
-    return tuple(stages)
+        found.append(Stage("outer", _copy_body(group, copies)))
+    return tuple(found)
 
 
 def _stage_body(

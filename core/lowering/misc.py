@@ -14,10 +14,10 @@ import sympy
 import torch
 
 from polyduct.errors import LoweringError
-from polyduct.frontend.externs import extern_call
-from polyduct.frontend.lowering import Fallback, LoweringContext, LoweringFn, op_name
-from polyduct.frontend.values import Ops, _scalar, cast, is_tensor, lazy, operand
 from polyduct.ir import Expr, Lazy, TensorValue
+from polyduct.lowering.externs import extern_call
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn, op_name
+from polyduct.lowering.values import Ops, _scalar, cast, is_tensor, lazy, operand
 
 
 def _index(ops: Ops, expr: Expr) -> Any:

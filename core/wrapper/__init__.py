@@ -1,4 +1,10 @@
-"""The wrapper-backend contract: turn a `WrapperProgram` into a callable."""
+"""The wrapper: the host-side program around kernels, and the wrapper-backend contract.
+
+This module is the contract a wrapper backend implements (`WrapperBackend`: a `WrapperProgram`
+-> a callable). The package holds the Wrapper IR (`ir`), its generation from a planned schedule
+(`gen`), the memory-planning pass (`memory_plan`), the core's wrapper backend (`python`: Wrapper IR
+-> a Python module) and the helpers that module imports at run time (`runtime`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from polyduct.kernel import KernelFn
-from polyduct.wrapper_ir import KernelDefinition, WrapperProgram
+from polyduct.wrapper.ir import KernelDefinition, WrapperProgram
 
 KernelLoader = Callable[[Sequence[KernelDefinition]], dict[str, KernelFn]]
 
@@ -25,7 +31,7 @@ class Built:
 
 
 class WrapperBackend(ABC):
-    """Lowers Wrapper IR with one exhaustive `match` over `polyduct.wrapper_ir.Line`.
+    """Lowers Wrapper IR with one exhaustive `match` over `polyduct.wrapper.ir.Line`.
 
     `build` gets the program and a loader that turns kernel definitions into callables (through
     each kernel's own backend), and returns a callable taking the graph inputs positionally and
