@@ -162,6 +162,12 @@ def _reciprocal_of_a_zero_remainder(a0: torch.Tensor) -> tuple[torch.Tensor, ...
     return (torch.pow(v4.relu_(), -1), 1 / (a0.float() % 2))
 
 
+def _scatter_amax_of_no_index(a2: torch.Tensor, i5: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # No index: the max of no source elements is the identity, which the reference kernel
+    # asked torch's amax for (it refuses an empty dim: reference.reduce).
+    return (torch.scatter_reduce(a2, 0, i5, a2.flip(0), "amax", include_self=False),)
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (polyduct.lowering.pointwise).
@@ -354,6 +360,12 @@ CASES: dict[str, Case] = {
     "reciprocal_of_a_zero_remainder": (
         _reciprocal_of_a_zero_remainder,
         _program(InputSpec("a0", (32, 2), torch.int16), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "scatter_amax_of_no_index": (
+        _scatter_amax_of_no_index,
+        _program(InputSpec("a2", (1,), torch.int64),
+                 InputSpec("i5", (0,), torch.int64, values="index", high=1, low=0)),
         ALL_BACKENDS,
     ),
     "python_or_of_a_view": (

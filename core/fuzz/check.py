@@ -40,8 +40,9 @@ class Mismatch(AssertionError):
 
 
 class UpstreamMismatch(Mismatch):
-    """`torch.compile` with the `aot_eager` backend (Dynamo and AOTAutograd, nothing of
-    polyduct) differs from eager in the same results: a bug of torch, reported apart."""
+    """torch's own compilers fail the program too: `aot_eager` (Dynamo and AOTAutograd, nothing
+    of polyduct) raises or differs from eager in the same results, or Inductor differs from eager
+    in them. A bug of torch, reported apart."""
 
 
 def _loss_weights(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -144,7 +145,7 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
                   options: Mapping[str, Any] | None = None, device: str = "cpu",
                   seed: int = 0) -> int:
     """Raise `Mismatch` when polyduct's results differ from eager's (`UpstreamMismatch` when
-    torch's own `aot_eager` differs in the same results); return the graph count.
+    torch's own compilers fail the same way, see `_classified`); return the graph count.
 
     Raises `InvalidProgram` when eager raises, and lets any compile or run error propagate."""
     try:
@@ -159,16 +160,33 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
             want_alt = None
     graphs: list[Any] = []
     opts = {**(options or {}), "kernels": backend, "observer": graphs.append}
-    problems = _compiled_problems(fn, program, device, seed, want, want_alt, "polyduct", opts)
-    if problems:
+    try:
+        problems = _compiled_problems(fn, program, device, seed, want, want_alt, "polyduct", opts)
+    except Exception as exc:
         try:
-            upstream = _compiled_problems(fn, program, device, seed, want, want_alt, "aot_eager")
-        except Exception:  # noqa: BLE001 -- torch alone fails otherwise: the mismatch is ours
-            upstream = []
-        if _keys(problems) <= _keys(upstream):
-            raise UpstreamMismatch("\n".join(problems))
-        raise Mismatch("\n".join(problems))
+            _compiled_problems(fn, program, device, seed, want, want_alt, "aot_eager")
+        except Exception:  # noqa: BLE001 -- torch alone raises too: the failure is torch's
+            raise UpstreamMismatch(f"aot_eager raises too: {type(exc).__name__}: {exc}") from exc
+        raise
+    if problems:
+        raise _classified(fn, program, device, seed, want, want_alt, problems)
     return len(graphs)
+
+
+def _classified(fn: Callable[..., Any], program: Program, device: str, seed: int,
+                want: Results, want_alt: Results | None, problems: list[str]) -> Mismatch:
+    """An `UpstreamMismatch` when torch's own compilers differ from eager in the same results:
+    `aot_eager` (Dynamo and AOTAutograd alone: a bug of theirs) or Inductor (eager disagrees
+    with both compilers: its vectorised float32 gelu of +inf is NaN, its scalar path's inf)."""
+    for compiler in ("aot_eager", "inductor"):
+        try:
+            other = _compiled_problems(fn, program, device, seed, want, want_alt, compiler)
+        except Exception:  # noqa: BLE001 -- no second opinion from this compiler
+            other = []
+        if other and _keys(problems) <= _keys(other):
+            return UpstreamMismatch(f"{compiler} differs from eager the same way:\n"
+                                    + "\n".join(problems))
+    return Mismatch("\n".join(problems))
 
 
 def _keys(problems: list[str]) -> set[str]:
@@ -194,16 +212,3 @@ def _compiled_problems(fn: Callable[..., Any], program: Program, device: str, se
         torch._dynamo.reset()
     return problems
 
-
-def _judged(fn: Callable[..., Any], program: Program, device: str, seed: int, got: Results,
-            want: Results, label: str, alt: bool = False) -> list[str]:
-    """The problem lines of `got` against eager's `want`, float results that differ judged
-    against eager run in float64 too."""
-    problems = compare_results(program, got, want, label)
-    if problems and any(t.dtype in UPCAST for t in want.values()):
-        try:
-            reference = execute(fn, program, seed, device, alt, upcast=True)
-        except Exception:  # noqa: BLE001 -- the program needs its float32 (a bit view): no reference
-            return problems
-        problems = compare_results(program, got, want, label, reference)
-    return problems

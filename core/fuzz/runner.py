@@ -71,8 +71,10 @@ def _progress(done: Counter[str], total: int, start: float, out: TextIO) -> None
           flush=True)
 
 
-def run_campaign(campaign: Campaign, out: TextIO = sys.stderr) -> list[Result]:
-    """Run every graph of `campaign`; return the results ordered by graph index."""
+def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
+    """Run every graph of `campaign`, progress to `out` (standard error: the stream current at
+    the call, not at import); return the results ordered by graph index."""
+    out = sys.stderr if out is None else out
     c = campaign.config
     c.out.mkdir(parents=True, exist_ok=True)
     pending = list(range(campaign.start + campaign.count - 1, campaign.start - 1, -1))

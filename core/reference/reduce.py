@@ -8,6 +8,7 @@ value (the first NaN if any), float16/bfloat16 are already held in float32.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -79,6 +80,9 @@ def _reduce_one(kind: str, x: Tensor, dtype: torch.dtype) -> Tensor:
         return x.to(acc).prod(-1, keepdim=True, dtype=acc)
     if kind in ("max", "min"):
         y = x.to(torch.uint8) if x.dtype == torch.bool else x
+        if y.shape[-1] == 0:  # nothing to compare: the identity (torch's amax refuses)
+            return torch.full((*y.shape[:-1], 1), _identity(kind, y.dtype), dtype=acc,
+                              device=y.device)
         best = y.amax(-1, keepdim=True) if kind == "max" else y.amin(-1, keepdim=True)
         return best.to(acc)
     if kind in ("argmax", "argmin"):
@@ -88,6 +92,14 @@ def _reduce_one(kind: str, x: Tensor, dtype: torch.dtype) -> Tensor:
     if kind == "xor_sum":
         return _xor_sum(x.to(acc))
     raise ValueError(f"reference: unknown reduction type {kind!r}")
+
+
+def _identity(kind: str, dtype: torch.dtype) -> float | int:
+    """The value a max (or min) reduction of no elements gives: its dtype's lowest (highest)."""
+    info = torch.finfo(dtype) if dtype.is_floating_point else torch.iinfo(dtype)
+    if dtype.is_floating_point:
+        return -math.inf if kind == "max" else math.inf
+    return info.min if kind == "max" else info.max
 
 
 def reduction(
