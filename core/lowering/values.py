@@ -11,6 +11,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dty
 
 from polyduct.ir import Expr, Lazy, Loader, StorageView, TensorValue
 from polyduct.lowering.graph import Fallback
+from polyduct.lowering.sizes import eager_layout, meta_layout
 from polyduct.ops import OpHandler
 
 Ops = OpHandler[Any]
@@ -109,15 +110,21 @@ memory first: inlined, it would be recomputed for every broadcast copy (Llama's 
 of a (sequence, dim) table, once per batch and head, were a fifth of its generated code's time)."""
 
 
-def unbroadcast(ctx: Any, value: Any, out: Sequence[Expr]) -> Any:
-    """`value` in memory if it is a costly lazy value broadcast to `out`, else `value`."""
+def unbroadcast(ctx: Any, value: Any, out: Sequence[Expr], meta: Any = None) -> Any:
+    """`value` in memory if it is a costly lazy value broadcast to `out`, else `value`; stored
+    with the strides eager's tensor `meta` has where they are dense (gaps allowed: the GPU's
+    attention pads its bias rows, and expands the padded view), else row-major."""
     if not (isinstance(value, Lazy) and value.cost >= BROADCAST_REALIZE_COST):
         return value
     lead = len(out) - len(value.size)
     widened = any(o != 1 for o in out[:lead]) or any(
         s == 1 and o != 1 for s, o in zip(value.size, out[lead:], strict=True)
     )
-    return ctx.graph.realize(value) if widened else value
+    if not widened:
+        return value
+    same = isinstance(meta, torch.Tensor) and meta_layout(meta).size == tuple(value.size)
+    layout = eager_layout(value, meta) if same else None
+    return ctx.graph.realize(value) if layout is None else ctx.graph.realize(value, layout)
 
 
 def map_values(ctx: Any, args: Sequence[Any], dtype: torch.dtype, fn: Callable[..., Any]) -> Lazy:

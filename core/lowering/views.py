@@ -137,7 +137,8 @@ def t(ctx: LoweringContext, x: TensorValue) -> TensorValue:
 
 def expand(ctx: LoweringContext, x: TensorValue, *args: Any, **kwargs: Any) -> TensorValue:
     size = ctx.out_size()
-    x = unbroadcast(ctx, x, size)
+    source = ctx.node.args[0] if ctx.node.args else None  # eager's tensor, if `x` is it
+    x = unbroadcast(ctx, x, size, getattr(source, "meta", {}).get("val"))
     lead = len(size) - len(x.size)
 
     def reindex(idx: Sequence[Expr]) -> list[Expr]:
