@@ -2,7 +2,7 @@
 
 Arguments become Wrapper IR constants (`Ref` for tensors; argument views are materialised as
 named views first); a tuple result is unpacked into one buffer per tensor element. A result whose
-strides are not what its fake tensor promised is copied into the promised layout.
+strides are not what its fake tensor promised is copied into the promised layout at run time.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from polyduct.errors import LoweringError
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.lowering.sizes import meta_layout, realize_like_eager
 from polyduct.wrapper.ir import Ref
+from polyduct.wrapper.library import RESTRIDE
 
 
 def extern_call(
@@ -43,6 +44,7 @@ def extern_call(
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
     val = None if effect_only else node.meta.get("val")
+    follows = _laid_out_otherwise(graph, c_args, views)
     result = graph.new_name("extern")
     if isinstance(val, torch.Tensor):
         out = graph.add_buffer("extern", meta_layout(val), result)
@@ -51,7 +53,7 @@ def extern_call(
                 graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)
             )
         )
-        return _restride(graph, StorageView(out, graph.buffers[out].layout))
+        return _restride(graph, StorageView(out, graph.buffers[out].layout), follows)
     if val is None:  # run for its effect only (`aten._assert_async`, say)
         graph.nodes.append(
             ExternNode(
@@ -82,7 +84,7 @@ def extern_call(
         if v is None
         else StorageView(v, graph.buffers[v].layout)
         if i not in used  # nothing reads it: never copied into its promised layout
-        else _restride(graph, StorageView(v, graph.buffers[v].layout))
+        else _restride(graph, StorageView(v, graph.buffers[v].layout), follows)
         for i, v in enumerate(values)
     )
 
@@ -95,37 +97,38 @@ def _used_elements(node: torch.fx.Node, count: int) -> set[int]:
     return set(range(count))
 
 
-def _restride(graph: IRGraph, value: StorageView) -> StorageView:
-    """Copy a non-contiguous extern result into the strides its fake tensor promised.
+def _restride(graph: IRGraph, value: StorageView, follows_arguments: bool) -> StorageView:
+    """The extern result `value` held to the strides its fake tensor promised (a run-time check,
+    `polyduct::restride`: a copy only where they differ).
 
     Library kernels do not always return the strides their meta functions report (the CPU
-    flash-attention kernel, for one); kernels index by the promised strides, so make them true.
+    flash-attention kernel; a convolution follows its input's memory format, which a kernel of
+    ours may have laid out otherwise than eager): kernels index by the promised strides, so make
+    them true. A contiguous promise is trusted where no argument is laid out otherwise.
     """
-    if not restrided(value.layout):
+    if not (restrided(value.layout) or follows_arguments):
         return value
     layout = replace(value.layout, offset=sympy.Integer(0))  # a fresh tensor starts its storage
-    empty = graph.add_buffer("extern", layout, graph.new_name("extern"))
-    args = (_sizes(layout.size), _sizes(layout.stride))
-    kwargs = (("dtype", layout.dtype), ("device", torch.device(layout.device)))
-    graph.nodes.append(
-        ExternNode(
-            graph.new_name("node"),
-            "aten.empty_strided.default",
-            args,
-            kwargs,
-            empty,
-            (empty,),
-            False,
-        )
-    )
     fixed = graph.add_buffer("extern", layout, graph.new_name("extern"))
-    copy_args = (Ref(empty), Ref(value.buffer))
-    graph.nodes.append(
-        ExternNode(
-            graph.new_name("node"), "aten.copy_.default", copy_args, (), fixed, (fixed,), False
-        )
-    )
+    args = (Ref(value.buffer), _sizes(layout.size), _sizes(layout.stride))
+    graph.nodes.append(ExternNode(graph.new_name("node"), RESTRIDE, args, (), fixed, (fixed,), False))
     return StorageView(fixed, layout)
+
+
+def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tuple[str, StorageView]]) -> bool:
+    """Whether a tensor argument of an extern call is not contiguous (a library may then choose
+    its result's layout from it)."""
+    layouts = {name: view.layout for name, view in views}
+    refs = [a for a in _flat(args) if isinstance(a, Ref)]
+    found = [layouts.get(r.name) or getattr(graph.buffers.get(r.name), "layout", None) for r in refs]
+    return any(lay is not None and not lay.is_contiguous() for lay in found)
+
+
+def _flat(args: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for a in args:
+        out += _flat(a) if isinstance(a, (tuple, list)) else [a]
+    return out
 
 
 def transfer(graph: IRGraph, view: StorageView, device: torch.device) -> StorageView:

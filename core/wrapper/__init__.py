@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from polyduct.kernel import KernelFn
+from polyduct.wrapper import library  # noqa: F401 -- registers the ops wrappers call
 from polyduct.wrapper.ir import KernelDefinition, WrapperProgram
 
 KernelLoader = Callable[[Sequence[KernelDefinition]], dict[str, KernelFn]]

@@ -12,7 +12,6 @@ from polyduct.errors import LoweringError
 from polyduct.indexing import symbol_text
 from polyduct.ir import SEED_BUFFER, ExternNode, IRGraph, StorageView
 from polyduct.kernel import KernelSource
-from polyduct.lowering.externs import restrided
 from polyduct.scheduling.plan import Planned, extern_reads
 from polyduct.wrapper.ir import (
     Allocate,
@@ -31,6 +30,7 @@ from polyduct.wrapper.ir import (
     SizeDef,
     WrapperProgram,
 )
+from polyduct.wrapper.library import RESTRIDE
 
 
 def _size_defs(graph: IRGraph, int_inputs: dict[str, sympy.Expr]) -> list[Line]:
@@ -134,13 +134,10 @@ def build_program(
 
 
 def _promised(graph: IRGraph, node: ExternNode) -> list[str]:
-    """The outputs of an extern call held to their layout: not those copied into it next."""
-    if node.op in _RESTRIDE_OPS:
-        return list(node.outputs)
-    return [o for o in node.outputs if o and not restrided(graph.buffers[o].layout)]
-
-
-_RESTRIDE_OPS = frozenset({"aten.empty_strided.default", "aten.copy_.default"})
+    """The outputs of an extern call held to their layout: not those `polyduct::restride` checks
+    next (a library may return other strides; the check makes them true)."""
+    checked = {n.args[0].name for n in graph.nodes if isinstance(n, ExternNode) and n.op == RESTRIDE}
+    return [o for o in node.outputs if o and o not in checked]
 
 
 def _debug_asserts(graph: IRGraph, names: Sequence[str], producer: str) -> list[Line]:

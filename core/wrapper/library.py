@@ -1,0 +1,40 @@
+"""Library ops of the core that wrappers call like aten's (registered in torch's op registry,
+namespace `polyduct`, so the Python wrapper, the FX wrapper and AOT packages resolve them alike).
+
+`polyduct::restride(t, size, stride)`: `t` when its strides are `stride` (dims of size 1 aside),
+else a copy of it into `size`/`stride`. A library call's result may have other strides than its
+meta function promised (a CUDA convolution follows its input's memory format, the CPU flash
+attention returns row-major): generated kernels index by the promised strides, so they are made
+true, at the cost of a copy only where they are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+NAMESPACE = "polyduct"
+RESTRIDE = f"{NAMESPACE}.restride.default"
+
+
+def strides_hold(t: torch.Tensor, stride: Sequence[int]) -> bool:
+    """Whether `t` is laid out with `stride` along every dim that has more than one element."""
+    return all(n <= 1 or s == want for n, s, want in zip(t.shape, t.stride(), stride, strict=True))
+
+
+def _restride(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    if strides_hold(t, stride):
+        return t
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
+def _restride_fake(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+
+
+# Defined once per process: torch's registry cannot drop an op that compiled programs call.
+_LIBRARY = torch.library.Library(NAMESPACE, "DEF")
+_LIBRARY.define("restride(Tensor self, SymInt[] size, SymInt[] stride) -> Tensor")
+_LIBRARY.impl("restride", _restride, "CompositeExplicitAutograd")
+torch.library.register_fake(f"{NAMESPACE}::restride", _restride_fake, lib=_LIBRARY)
