@@ -166,7 +166,7 @@ def summary_table(results: list[Result], backend: str, seconds: float) -> str:
             lines.append(f"| {r.index} | {r.status} | {r.stmts} | {r.repro} | {first} |")
     upstream = [r for r in results if r.status == "upstream"]
     if upstream:
-        lines += ["", "torch's own bugs (`aot_eager` differs from eager the same way; not counted):"]
+        lines += ["", "torch's own bugs (its own compilers fail the same way; not counted):"]
         lines += [f"- graph {r.index}: {(r.detail.strip().splitlines() or [''])[0][:100]}"
                   for r in upstream]
     known = sorted({t for r in results if r.status == "known" for t in r.tags})

@@ -142,7 +142,11 @@ class TritonPrimitiveOps(TritonEmitter):
     def relu(self, x0: V) -> V:
         if x0.dtype == B:
             return x0
-        return self._v(f"tl.where({x0} < 0, {self._c(0, x0.dtype)}, {x0})", x0.dtype)
+        zero = self._c(0, x0.dtype)
+        if self.ctx.interpret or not is_float(x0.dtype):  # CPU eager: x < 0 ? 0 : x keeps -0
+            return self._v(f"tl.where({x0} < 0, {zero}, {x0})", x0.dtype)
+        # CUDA eager's max(x, 0) gives +0 for -0 (1 / relu(-0.0) is inf there), NaN kept
+        return self._v(f"tl.where(({x0} > 0) | ({x0} != {x0}), {x0}, {zero})", x0.dtype)
 
     def sign(self, x0: V) -> V:
         if x0.dtype == B:

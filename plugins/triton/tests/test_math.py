@@ -193,3 +193,23 @@ def test_compiled_sigmoid_divides_as_inductor_does(tmp_path: Path, dtype: torch.
 
     assert "div_rn" not in source(dtype, True)
     assert "div_rn" in source(dtype, False)
+
+
+def test_relu_of_negative_zero_follows_the_device_eager_runs_on(tmp_path: Path) -> None:
+    """Eager's relu of -0.0 is -0.0 on the CPU (x < 0 ? 0 : x) and +0.0 on CUDA (max(x, 0)):
+    `1 / relu(x)` tells them apart. The interpreter (CPU tensors) keeps -0, compiled kernels
+    give +0; NaN stays NaN on both."""
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        ops.store("out", x[0], ops.relu(ops.load("a", x[0])))
+
+    s = spec("relu_src", [8], [], [("outer", body)], [buf("a", torch.float32, "in", 8),
+                                                       buf("out", torch.float32, "out", 8)])
+    compiled = generate(dataclasses.replace(s, device="cuda"), TritonOps, interpret=False)
+    assert "> 0) | (" in compiled
+    a = torch.tensor([-0.0, 0.0, -1.0, 2.0, math.nan, -math.inf, math.inf, -2.5])
+    out = torch.empty_like(a)
+    run(tmp_path, s, a, out)
+    want = torch.relu(a)
+    assert torch.equal(out.isnan(), want.isnan())
+    assert torch.equal(torch.nan_to_num(1 / out), torch.nan_to_num(1 / want))
