@@ -168,6 +168,14 @@ def _scatter_amax_of_no_index(a2: torch.Tensor, i5: torch.Tensor) -> tuple[torch
     return (torch.scatter_reduce(a2, 0, i5, a2.flip(0), "amax", include_self=False),)
 
 
+def _accumulated_then_overwritten(a0: torch.Tensor, i3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The index_put result is read only by a product the copy_ overwrites: its buffer was
+    # removed from the fused kernel but its accumulating store kept (KeyError 'buf0').
+    v4 = a0.index_put((i3,), a0[:1].flip(0), accumulate=True) * 3
+    v4.copy_(a0)
+    return (v4 * 2,)
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (polyduct.lowering.pointwise).
@@ -366,6 +374,12 @@ CASES: dict[str, Case] = {
         _scatter_amax_of_no_index,
         _program(InputSpec("a2", (1,), torch.int64),
                  InputSpec("i5", (0,), torch.int64, values="index", high=1, low=0)),
+        ALL_BACKENDS,
+    ),
+    "accumulated_then_overwritten": (
+        _accumulated_then_overwritten,
+        _program(InputSpec("a0", (1, 1, 1, 1), torch.float64),
+                 InputSpec("i3", (1,), torch.int64, values="index", high=1, low=0)),
         ALL_BACKENDS,
     ),
     "python_or_of_a_view": (

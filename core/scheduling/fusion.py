@@ -247,7 +247,7 @@ class _KernelOps(DefaultHandler[Any]):
         index = self.simplify(index)
         if mode is None:
             self.values[(name, expanded(index))] = value
-        if name not in self.removed or mode is not None:
+        if name not in self.removed:  # a removed buffer, accumulated into or not, has no reader
             self.inner.store(name, index, value, mode)
 
 
