@@ -23,7 +23,8 @@ def strides_hold(t: torch.Tensor, stride: Sequence[int]) -> bool:
     return all(n <= 1 or s == want for n, s, want in zip(t.shape, t.stride(), stride, strict=True))
 
 
-def _restride(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+def restride(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    """`polyduct::restride` (module docstring)."""
     if strides_hold(t, stride):
         return t
     return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
@@ -36,5 +37,8 @@ def _restride_fake(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) 
 # Defined once per process: torch's registry cannot drop an op that compiled programs call.
 _LIBRARY = torch.library.Library(NAMESPACE, "DEF")
 _LIBRARY.define("restride(Tensor self, SymInt[] size, SymInt[] stride) -> Tensor")
-_LIBRARY.impl("restride", _restride, "CompositeExplicitAutograd")
+_LIBRARY.impl("restride", restride, "CompositeExplicitAutograd")
 torch.library.register_fake(f"{NAMESPACE}::restride", _restride_fake, lib=_LIBRARY)
+
+# What the core's Python wrapper calls directly for these ops (`wrapper.runtime.resolve_op`).
+DIRECT = {RESTRIDE: restride}

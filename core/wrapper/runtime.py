@@ -12,6 +12,7 @@ from typing import Any, Final, Protocol, final
 import torch
 
 from polyduct.errors import InputMismatch
+from polyduct.wrapper import library
 
 
 class OutputMismatch(InputMismatch):
@@ -170,7 +171,12 @@ cuda_device_scope = torch.cuda.device
 
 
 def resolve_op(qualified: str) -> Any:
-    """`torch.ops.<namespace>.<op>.<overload>` for a name such as "aten.mm.default"."""
+    """`torch.ops.<namespace>.<op>.<overload>` for a name such as "aten.mm.default"; the core's
+    own library ops as their Python functions (a call without the dispatcher's few microseconds:
+    `polyduct::restride` follows most library calls of a channels-last network)."""
+    direct = library.DIRECT.get(qualified)
+    if direct is not None:
+        return direct
     target: Any = torch.ops
     for part in qualified.split("."):
         target = getattr(target, part)
