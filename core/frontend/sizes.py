@@ -178,19 +178,28 @@ def realize_like_eager(graph: IRGraph, value: TensorValue, meta: Any) -> Storage
     layout = eager_layout(value, meta)
     if layout is not None:
         return graph.realize(value, layout)
-    if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
-        stride = meta_layout(meta).stride
-        if len(stride) == len(value.size):
-            size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
-            base = Lazy(size, value.dtype, value.device, value.fn, value.cost)
-            zero = sympy.Integer(0)
-            stored = graph.realize_as(base, Layout(size, stride, zero, value.dtype, value.device))
-            view = StorageView(
-                stored.buffer, Layout(tuple(value.size), stride, zero, value.dtype, value.device)
-            )
-            graph.remember(value, view)
-            return view
+    view = broadcast_like_eager(graph, value, meta)
+    if view is not None:
+        graph.remember(value, view)
+        return view
     return graph.realize(value)
+
+
+def broadcast_like_eager(graph: IRGraph, value: Lazy, meta: Any) -> StorageView | None:
+    """`value` computed once along the dims that eager's tensor `meta` expands (stride 0) and
+    viewed with eager's strides; None unless `meta` is such a broadcast of dense memory."""
+    if not isinstance(meta, torch.Tensor) or not broadcast_of_dense(meta):
+        return None
+    stride = meta_layout(meta).stride
+    if len(stride) != len(value.size):
+        return None
+    size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
+    base = Lazy(size, value.dtype, value.device, value.fn, value.cost)
+    zero = sympy.Integer(0)
+    stored = graph.realize_as(base, Layout(size, stride, zero, value.dtype, value.device))
+    return StorageView(
+        stored.buffer, Layout(tuple(value.size), stride, zero, value.dtype, value.device)
+    )
 
 
 def _unit_strides_like_eager(view: StorageView, meta: Any) -> StorageView:

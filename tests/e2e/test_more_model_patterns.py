@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .helpers import check
+from .helpers import assert_same, check, compile_fn
 
 
 def test_library_call_sees_eager_strides_of_unit_dims(
@@ -23,3 +23,28 @@ def test_library_call_sees_eager_strides_of_unit_dims(
     gen = torch.Generator().manual_seed(0)
     x, w = torch.randn(2, 640, generator=gen), torch.randn(8, 1, 10, generator=gen)
     check(fn, backends, x.to(device), w.to(device), atol=1e-4)
+
+
+def test_saved_expanded_view_of_a_strided_slice_keeps_eager_strides(
+    backends: tuple[str, str], device: str
+) -> None:
+    """Funnel's pooled token-type mask: `cat([t[:, :1], t], 1)[:, 0:-1:2]` (strides (33n, 2n, 1))
+    expanded over heads selects between two biases; the forward saves the expanded mask for the
+    backward, which asserts eager's strides. The mask, costly to broadcast, was stored row-major
+    before being expanded, and the backward refused it (`expected stride (1056, 0, 64, 1)`)."""
+
+    def fn(ids: torch.Tensor, q: torch.Tensor, s: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        t = (ids[:, :, None] == ids[:, None]) | (ids == 2)[:, :, None] | (ids == 2)[:, None]
+        m = torch.cat([t[:, :1], t], 1)[:, 0:-1:2][:, None].expand(2, 4, 16, 32)
+        return torch.where(m, (q * s).expand(m.shape), (q * d).expand(m.shape))
+
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, 3, (2, 32), generator=gen).to(device)
+    q = torch.randn(2, 4, 16, 1, generator=gen).to(device).requires_grad_()
+    s, d = (torch.randn(32, generator=gen).to(device).requires_grad_() for _ in range(2))
+    compiled, _ = compile_fn(fn, backends)
+    weight = torch.randn(2, 4, 16, 32, generator=gen).to(device)
+    got = compiled(ids, q, s, d)
+    grads = torch.autograd.grad((got * weight).sum(), (q, s, d))
+    want = fn(ids, q, s, d)
+    assert_same((got, grads), (want, torch.autograd.grad((want * weight).sum(), (q, s, d))))
