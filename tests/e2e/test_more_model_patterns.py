@@ -3,8 +3,12 @@ e2e programs and the model suite missed."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
+
+from polyduct.errors import InputMismatch
+from polyduct.frontend.export import compile_exported
 
 from .helpers import assert_same, check, compile_fn
 
@@ -48,3 +52,29 @@ def test_saved_expanded_view_of_a_strided_slice_keeps_eager_strides(
     grads = torch.autograd.grad((got * weight).sum(), (q, s, d))
     want = fn(ids, q, s, d)
     assert_same((got, grads), (want, torch.autograd.grad((want * weight).sum(), (q, s, d))))
+
+
+class _Pooled(torch.nn.Module):
+    """Windows of 8 samples pooled and scaled by a table of 4: export guards `s // 8 == 4`."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.avg_pool1d(x, 8) * w
+
+
+def test_exported_program_checks_the_size_guards_of_its_export(
+    backends: tuple[str, str], device: str
+) -> None:
+    """DINOv2's position table fixes the number of patches, `(s // 8) ** 2 + 1 == 17`: sizes
+    that break such a guard of the export are refused as `ExportedProgram.module()` refuses
+    them (the compiled program ran on them: wrong values, or a crash in the wrapper)."""
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(2, 3, 32, generator=gen).to(device), torch.randn(4, generator=gen).to(device)
+    ep = torch.export.export(_Pooled(), (x, w), dynamic_shapes=({2: torch.export.Dim.AUTO}, None))
+    kernels, wrapper = backends
+    run = compile_exported(ep, {"kernels": kernels, "wrapper": wrapper})
+    for n in (32, 37):  # 37 // 8 == 4 as well
+        xn = torch.randn(2, 3, n, generator=gen).to(device)
+        assert_same(run(xn, w), F.avg_pool1d(xn, 8) * w)
+    with pytest.raises(InputMismatch, match=r"'x.shape\[2\] \(s\d+\)': expected size satisfying"):
+        run(torch.randn(2, 3, 48, device=device), torch.randn(6, device=device))
+
