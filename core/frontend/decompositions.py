@@ -106,11 +106,14 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
 
 
 def adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> Any:
-    """torch's decomposition where the pooled sizes are static; with a symbolic one the op
-    stays whole (a library call). The decomposition picks a fixed window from the sizes'
-    example values and guards on them: an exported program would be specialised to those
-    sizes, and torch.compile would recompile for every new size."""
+    """torch's decomposition where the pooled sizes are static; with a symbolic one, a mean
+    for a 1x1 result (a CNN's head, a squeeze-excite gate), else the op stays whole (a library
+    call). The decomposition picks a fixed window from the sizes' example values and guards on
+    them: an exported program would be specialised to those sizes, and torch.compile would
+    recompile for every new size."""
     if any(isinstance(n, torch.SymInt) for n in x.shape[-2:]):
+        if list(output_size) == [1, 1]:
+            return torch.mean(x, (-2, -1), keepdim=True)
         return NotImplemented
     return _torch_decomp.adaptive_avg_pool2d(x, output_size)
 

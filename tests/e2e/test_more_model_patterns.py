@@ -85,12 +85,13 @@ def test_exported_adaptive_pooling_runs_at_other_sizes(
     """torch's decomposition of `adaptive_avg_pool2d` turns 16x16 -> 2x2 into a fixed 8x8
     window and guards on it; with dynamic sizes the op stays whole, so an exported CNN runs on
     other image sizes (it returned wrong values at 24x24)."""
-    model = torch.nn.AdaptiveAvgPool2d((2, 2))
     x = torch.randn(2, 4, 16, 16, device=device)
     auto = torch.export.Dim.AUTO
-    ep = torch.export.export(model, (x,), dynamic_shapes=({0: auto, 2: auto, 3: auto},))
-    kernels, wrapper = backends
-    run = compile_exported(ep, {"kernels": kernels, "wrapper": wrapper})
-    for n in (16, 24, 33):
-        xn = torch.randn(3, 4, n, n, device=device)
-        assert_same(run(xn), model(xn))
+    for size in ((2, 2), (1, 1)):  # a window, or a mean
+        model = torch.nn.AdaptiveAvgPool2d(size)
+        ep = torch.export.export(model, (x,), dynamic_shapes=({0: auto, 2: auto, 3: auto},))
+        kernels, wrapper = backends
+        run = compile_exported(ep, {"kernels": kernels, "wrapper": wrapper})
+        for n in (16, 24, 33):
+            xn = torch.randn(3, 4, n, n, device=device)
+            assert_same(run(xn), model(xn))
