@@ -95,3 +95,27 @@ def test_exported_adaptive_pooling_runs_at_other_sizes(
         for n in (16, 24, 33):
             xn = torch.randn(3, 4, n, n, device=device)
             assert_same(run(xn), model(xn))
+
+
+def test_library_call_sees_ir_strides_of_unit_dims_of_a_saved_view(
+    backends: tuple[str, str], device: str
+) -> None:
+    """Mamba's causal depthwise convolution `conv1d(x, w.squeeze(1).unsqueeze(1), groups=C)` of
+    a (C, 1, 4) weight: the forward saves the view for the backward, which received it with
+    strides (4, 1, 1), not eager's (4, 4, 1)
+    (its input assert ignores size-1 dims) and gave it to `convolution_backward` as is: taken
+    for channels-last, the input gradient came back channels-last and was read row-major."""
+
+    def fn(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        x = h.transpose(1, 2).chunk(2, dim=1)[0]  # (2, 8, 12), strides (192, 1, 16)
+        return F.conv1d(x, w.squeeze(1).unsqueeze(1), padding=3, groups=8)[..., :12]
+
+    gen = torch.Generator().manual_seed(0)
+    h = torch.randn(2, 12, 16, generator=gen).to(device).requires_grad_()
+    w = torch.randn(8, 1, 4, generator=gen).to(device).requires_grad_()
+    weight = torch.randn(2, 8, 12, generator=gen).to(device)
+    compiled, _ = compile_fn(fn, backends)
+    got = compiled(h, w)
+    grads = torch.autograd.grad((got * weight).sum(), (h, w))
+    want = fn(h, w)
+    assert_same((got, grads), (want, torch.autograd.grad((want * weight).sum(), (h, w))))
