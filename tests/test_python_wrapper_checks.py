@@ -162,3 +162,26 @@ def test_input_guards_accept_a_tensor_passed_twice() -> None:
     assert not guard.check(a, b, b)
     assert not guard.check(a, b, a.clone())
     assert not guard.check(a, b, a.double())
+
+
+def test_a_lone_input_with_size_symbols_is_still_checked(wrapper: PythonWrapper) -> None:
+    """With no input of static layout, the inline layout test is the whole condition: `if not`
+    must negate all of it (it negated only `isinstance`, so no input was ever rejected: an
+    exported ResNet, its pooled 1x1 dims specialised, ran on 2x2 maps and returned garbage)."""
+    program = WrapperProgram(
+        (
+            GraphInputs(("y",)),
+            SizeDef("s0", "y", "size", 0),
+            InputAssert("y", (S0, I(3)), (I(3), I(1)), torch.float32),
+            Allocate("out", (S0, I(3)), (I(3), I(1)), torch.float32, "cpu"),
+            ExternCall("aten.add.out", (Ref("y"), Ref("y")), (), result="out", out="out"),
+            GraphOutputs(("out",)),
+        )
+    )
+    fn = wrapper.build(program, load_fresh(PluginOptions()).kernel_loader())
+    y = torch.randn(5, 3)
+    torch.testing.assert_close(fn(y)[0], y + y)
+    with pytest.raises(InputMismatch, match=r"input 'y': expected size \(5, 3\), got \(5, 4\)"):
+        fn(torch.randn(5, 4))
+    with pytest.raises(InputMismatch, match="input 'y': expected dtype torch.float32"):
+        fn(y.double())

@@ -12,6 +12,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.export.graph_signature import InputKind, OutputKind
 
+from polyduct.frontend.export_guards import SizeConditions, shape_env_of
 from polyduct.pipeline import Compilation
 
 
@@ -46,6 +47,7 @@ def compile_exported(
     user_out = [i for i, spec in enumerate(sig.output_specs) if spec.kind == OutputKind.USER_OUTPUT]
     in_spec, out_spec = exported.call_spec.in_spec, exported.call_spec.out_spec
     specialised = _specialised_inputs(ep, user_names)
+    conditions = SizeConditions(shape_env_of(ep.graph), ep.graph, user_names)
 
     def run(*args: Any, **kwargs: Any) -> Any:
         user_inputs = _flat_inputs(in_spec, args, kwargs)
@@ -55,6 +57,7 @@ def compile_exported(
                     f"user input {pos} ({user_names[pos]!r}) was {want!r} when exported, and the "
                     f"program is specialised to it; got {user_inputs[pos]!r}"
                 )
+        conditions.check(user_inputs)
         it = iter(user_inputs)
         outs = compiled(*[next(it) if v is None else v for v in lifted])
         for i, target in mutated:

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._decomp import decompositions as _torch_decomp
 
 from polyduct.lowering.table import core_lowerings
 
@@ -104,8 +105,24 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     return result if half_to_float else result.to(x.dtype)
 
 
+def adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> Any:
+    """torch's decomposition where the pooled sizes are static; with a symbolic one, a mean
+    for a 1x1 result (a CNN's head, a squeeze-excite gate), else the op stays whole (a library
+    call). The decomposition picks a fixed window from the sizes' example values and guards on
+    them: an exported program would be specialised to those sizes, and torch.compile would
+    recompile for every new size."""
+    if any(isinstance(n, torch.SymInt) for n in x.shape[-2:]):
+        if list(output_size) == [1, 1]:
+            return torch.mean(x, (-2, -1), keepdim=True)
+        return NotImplemented
+    return _torch_decomp.adaptive_avg_pool2d(x, output_size)
+
+
 # Decompositions polyduct prefers over torch's own.
-_PREFERRED: dict[Any, Callable[..., Any]] = {aten._softmax.default: softmax}
+_PREFERRED: dict[Any, Callable[..., Any]] = {
+    aten._softmax.default: softmax,
+    aten._adaptive_avg_pool2d.default: adaptive_avg_pool2d,
+}
 
 # Decompositions of ops some supported torch releases have none for (torch 2.11 lacks this one):
 # without them the op would run as an extern call.

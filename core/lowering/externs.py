@@ -206,9 +206,13 @@ def _materialise(
     """A library call's tensor argument in memory: a lazy value is computed with the strides
     eager's argument has (the call may choose its result's layout from them)."""
     view = realize_like_eager(graph, value, meta)
-    base = graph.buffers[view.buffer].layout
-    if view.layout == base:
+    info = graph.buffers[view.buffer]
+    if view.layout == info.layout and (info.kind == "computed" or 1 not in view.layout.size):
         return view.buffer
+    # a tensor polyduct did not allocate (a graph input, a library call's result) may have
+    # other strides along its size-1 dims than the IR's: input asserts ignore them, since they
+    # address nothing, but a library call may choose its algorithm and its result's layout
+    # from them (a convolution weight of strides (4, 1, 1) is taken for channels-last)
     name = graph.new_name("view")
     views.append((name, view))
     return name

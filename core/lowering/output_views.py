@@ -1,7 +1,9 @@
 """Graph outputs in eager's layout where a backward graph would assert it.
 
 A computed buffer (a sort's values, row-major) is copied into eager's dense strides when they
-differ (a sort of a transposed input keeps its layout in eager).
+differ (a sort of a transposed input keeps its layout in eager); an expanded view of one (a mask
+broadcast over heads, its base stored row-major) is copied into a base with eager's strides, once
+along the expanded dims.
 
 A training graph may save `v.unfold(0, 6, 2)` of a computed `v` for its backward: eager's saved
 tensor is a view whose windows share memory, and the backward graph asserts its strides. Such a
@@ -18,8 +20,10 @@ import torch.fx
 
 from polyduct.ir import IRGraph, Lazy, StorageView
 from polyduct.lowering.sizes import (
+    broadcast_like_eager,
     broadcast_of_dense,
     eager_layout,
+    meta_layout,
     non_overlapping,
     realize_like_eager,
 )
@@ -51,11 +55,14 @@ def overlapping_view(lowering: _Lowering, arg: Any) -> StorageView | None:
 
 
 def eager_strided(graph: IRGraph, value: Any, meta: Any) -> Any:
-    """A computed output in eager's strides when they are dense and differ from its own."""
+    """A computed output in eager's strides when they are dense, or dense but for stride-0
+    dims, and differ from its own."""
     if not isinstance(value, StorageView) or graph.buffers[value.buffer].kind != "computed":
         return value
-    layout = eager_layout(value, meta)
-    if layout is None or layout.stride == value.layout.stride:
+    if isinstance(meta, torch.Tensor) and meta_layout(meta).stride == value.layout.stride:
         return value
     copy = Lazy(tuple(value.size), value.dtype, value.device, value.load, 1)
+    layout = eager_layout(value, meta)
+    if layout is None:  # an expanded view (a mask over heads) that a backward graph asserts
+        return broadcast_like_eager(graph, copy, meta) or value
     return graph.realize(copy, layout)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -175,20 +176,47 @@ def realize_like_eager(graph: IRGraph, value: TensorValue, meta: Any) -> Storage
     attention mask broadcast over heads) computed once along those dims and viewed with eager's
     strides; anything else row-major."""
     if isinstance(value, StorageView):
-        return value
+        return _unit_strides_like_eager(value, meta)
     layout = eager_layout(value, meta)
     if layout is not None:
         return graph.realize(value, layout)
-    if isinstance(meta, torch.Tensor) and broadcast_of_dense(meta):
-        stride = meta_layout(meta).stride
-        if len(stride) == len(value.size):
-            size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
-            base = Lazy(size, value.dtype, value.device, value.fn, value.cost)
-            zero = sympy.Integer(0)
-            stored = graph.realize_as(base, Layout(size, stride, zero, value.dtype, value.device))
-            view = StorageView(
-                stored.buffer, Layout(tuple(value.size), stride, zero, value.dtype, value.device)
-            )
-            graph.remember(value, view)
-            return view
+    view = broadcast_like_eager(graph, value, meta)
+    if view is not None:
+        graph.remember(value, view)
+        return view
     return graph.realize(value)
+
+
+def broadcast_like_eager(graph: IRGraph, value: Lazy, meta: Any) -> StorageView | None:
+    """`value` computed once along the dims that eager's tensor `meta` expands (stride 0) and
+    viewed with eager's strides; None unless `meta` is such a broadcast of dense memory."""
+    if not isinstance(meta, torch.Tensor) or not broadcast_of_dense(meta):
+        return None
+    stride = meta_layout(meta).stride
+    if len(stride) != len(value.size):
+        return None
+    size = tuple(1 if st == 0 else n for n, st in zip(value.size, stride, strict=True))
+    base = Lazy(size, value.dtype, value.device, value.fn, value.cost)
+    zero = sympy.Integer(0)
+    stored = graph.realize_as(base, Layout(size, stride, zero, value.dtype, value.device))
+    return StorageView(
+        stored.buffer, Layout(tuple(value.size), stride, zero, value.dtype, value.device)
+    )
+
+
+def _unit_strides_like_eager(view: StorageView, meta: Any) -> StorageView:
+    """`view` with eager's strides along its size-1 dims (they address nothing, so the elements
+    are the same): a library call may choose its algorithm or its result's layout from them, as
+    a convolution takes a (2, 1, L) input of strides (L, 1, 1) for channels-last."""
+    lay = view.layout
+    if not isinstance(meta, torch.Tensor) or meta.dim() != len(lay.size):
+        return view
+    eager = meta_layout(meta)
+    if eager.size != lay.size:
+        return view
+    stride = tuple(
+        e if n == 1 else s for n, s, e in zip(lay.size, lay.stride, eager.stride, strict=True)
+    )
+    if stride == lay.stride:
+        return view
+    return StorageView(view.buffer, dataclasses.replace(lay, stride=stride))

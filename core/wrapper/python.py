@@ -273,8 +273,8 @@ class _Renderer:
             args = ", ".join(self.names(a.name) for a in static)
             tests.insert(0, f"{guard}.check({args})")
             asserts.append(f"{guard} = input_guards({args})")
-        if len(tests) == 1:
-            head = [f"if not {tests[0]}:"]
+        if len(tests) == 1:  # a layout test is a conjunction: `not` applies to all of it
+            head = [f"if not ({tests[0]}):"]
         else:
             head = ["if not (", f"    {tests[0]}", *(f"    and {t}" for t in tests[1:]), "):"]
         return [*head, *(f"    {line}" for line in asserts)]
