@@ -176,6 +176,11 @@ def _accumulated_then_overwritten(a0: torch.Tensor, i3: torch.Tensor) -> tuple[t
     return (v4 * 2,)
 
 
+def _bitwise_not_of_an_argmax(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The reference kernel gave a float argmax its values' dtype: ~ of a float raised.
+    return (~torch.argmax(a0),)
+
+
 def _float64_silu(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # silu computed float64 inputs in float32 (error 4e-8) and labelled the result float64:
     # the clamp after it mixed float and double, and C++ did not compile (polyduct.lowering.pointwise).
@@ -381,6 +386,11 @@ CASES: dict[str, Case] = {
         _program(InputSpec("a0", (1, 1, 1, 1), torch.float64),
                  InputSpec("i3", (1,), torch.int64, values="index", high=1, low=0)),
         ALL_BACKENDS,
+    ),
+    "bitwise_not_of_an_argmax": (
+        _bitwise_not_of_an_argmax,
+        _program(InputSpec("a0", (3, 1), torch.float32)),
+        CPU_BACKENDS,
     ),
     "python_or_of_a_view": (
         _python_or_of_a_view,

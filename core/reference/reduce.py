@@ -85,8 +85,8 @@ def _reduce_one(kind: str, x: Tensor, dtype: torch.dtype) -> Tensor:
                               device=y.device)
         best = y.amax(-1, keepdim=True) if kind == "max" else y.amin(-1, keepdim=True)
         return best.to(acc)
-    if kind in ("argmax", "argmin"):
-        return _arg_extreme(x, kind == "argmax").to(acc)
+    if kind in ("argmax", "argmin"):  # an index, whatever the values' dtype
+        return _arg_extreme(x, kind == "argmax").to(torch.int64)
     if kind == "any":
         return (x != 0).any(-1, keepdim=True).to(acc)
     if kind == "xor_sum":
