@@ -104,7 +104,7 @@ def _restride(graph: IRGraph, value: StorageView, follows_arguments: bool) -> St
     Library kernels do not always return the strides their meta functions report (the CPU
     flash-attention kernel; a convolution follows its input's memory format, which a kernel of
     ours may have laid out otherwise than eager): kernels index by the promised strides, so make
-    them true. A contiguous promise is trusted where no argument is laid out otherwise.
+    them true. A contiguous promise is trusted unless an argument is channels-last.
     """
     if not (restrided(value.layout) or follows_arguments):
         return value
@@ -116,12 +116,18 @@ def _restride(graph: IRGraph, value: StorageView, follows_arguments: bool) -> St
 
 
 def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tuple[str, StorageView]]) -> bool:
-    """Whether a tensor argument of an extern call is not contiguous (a library may then choose
-    its result's layout from it)."""
+    """Whether a tensor argument of an extern call is channels-last (4 or 5 dims, channels
+    innermost): torch's convolutions, pools and norms then choose a channels-last result, whatever
+    layout the meta function promised (a kernel of ours may lay a value out otherwise than eager)."""
     layouts = {name: view.layout for name, view in views}
     refs = [a for a in _flat(args) if isinstance(a, Ref)]
     found = [layouts.get(r.name) or getattr(graph.buffers.get(r.name), "layout", None) for r in refs]
-    return any(lay is not None and not lay.is_contiguous() for lay in found)
+    return any(lay is not None and _channels_last(lay) for lay in found)
+
+
+def _channels_last(layout: Layout) -> bool:
+    return (len(layout.size) in (4, 5) and layout.size[1] != 1 and layout.stride[1] == 1
+            and not layout.is_contiguous())
 
 
 def _flat(args: Sequence[Any]) -> list[Any]:
