@@ -108,11 +108,13 @@ def build_program(
     for src in sources.values():
         lines.append(KernelDefinition(src.name, src.backend, src.source))
     body: list[Line] = []
+    checked = _restride_checked(graph)
     for item in planned.items:
         if isinstance(item, ExternNode):
             body += _extern_lines(graph, item)
             if debug_asserts:
-                body += _debug_asserts(graph, _promised(graph, item), item.op)
+                promised = [o for o in item.outputs if o and o not in checked]
+                body += _debug_asserts(graph, promised, item.op)
             continue
         for out in item.outputs:
             lay = graph.buffers[out].layout
@@ -133,11 +135,10 @@ def build_program(
     return WrapperProgram(tuple(lines))
 
 
-def _promised(graph: IRGraph, node: ExternNode) -> list[str]:
-    """The outputs of an extern call held to their layout: not those `polyduct::restride` checks
-    next (a library may return other strides; the check makes them true)."""
-    checked = {n.args[0].name for n in graph.nodes if isinstance(n, ExternNode) and n.op == RESTRIDE}
-    return [o for o in node.outputs if o and o not in checked]
+def _restride_checked(graph: IRGraph) -> set[str]:
+    """Extern results `polyduct::restride` checks next: not held to their promised layout (a
+    library may return other strides; the check makes them true)."""
+    return {n.args[0].name for n in graph.nodes if isinstance(n, ExternNode) and n.op == RESTRIDE}
 
 
 def _debug_asserts(graph: IRGraph, names: Sequence[str], producer: str) -> list[Line]:
