@@ -409,3 +409,23 @@ PARAMS = [
 def test_fuzz_regression(case: str, backend: str) -> None:
     fn, program, _ = CASES[case]
     check_program(fn, program, backend)
+
+
+def _var_mean_rows(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (*torch.var_mean(x, dim=-1), *torch.var_mean(x.t(), dim=(0,), keepdim=True))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_var_mean_of_infinities_as_eager(backend: str) -> None:
+    # Eager's var_mean runs Welford's update element by element: a row's mean is +-inf only where
+    # its sole non-finite element is the last, NaN where any other is. Summing backends gave +-inf
+    # for every row of same-signed infinities, C++'s vector lanes NaN for a trailing one
+    # (lowering.reduce._welford_mean_of_inf).
+    inf = float("inf")
+    x = torch.randn(7, 37)
+    x[0, -1], x[1, 0], x[2, 5], x[2, 9], x[3, -1], x[4, -1], x[4, 3] = inf, inf, -inf, -inf, -inf, inf, inf
+    x[5, 4], x[5, -1] = float("nan"), inf
+    compiled = torch.compile(_var_mean_rows, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(_var_mean_rows(x), compiled(x), strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert compiled(x)[1][:5].tolist()[0] == inf  # the row whose only infinity is last

@@ -239,7 +239,62 @@ def _var_mean(
     correction: Any = None,
     keepdim: bool = False,
 ) -> Any:
-    return _welford(ctx, x, dims, correction, keepdim)
+    var, mean = _welford(ctx, x, dims, correction, keepdim)
+    origin = ctx.node.meta.get("original_aten")
+    if origin is not None and origin.overloadpacket is not torch.ops.aten.var_mean:
+        # a normalisation's statistics (layer, group, batch norm decompose to var_mean): where
+        # the mean differs, the variance is NaN and so is everything normalised by it
+        return var, mean
+    return var, _welford_mean_of_inf(ctx, x, dims, keepdim, mean)
+
+
+def _welford_mean_of_inf(
+    ctx: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, mean: TensorValue
+) -> Any:
+    """var_mean's mean where a row holds a non-finite element, as eager's element-by-element
+    Welford update gives it: an infinity makes the running mean infinite and any element after it
+    makes it NaN (inf - inf), so the mean is infinite only where the row's sole non-finite element
+    is its last (every reduced index at its maximum: last in memory for any layout), and NaN
+    wherever else one is. A backend's own order (sum / count, interleaved vector lanes, a
+    tree across threads) need not agree, so one integer sum beside the Welford pass classifies
+    each row: a non-finite element counts 4, the last element only 1 if +inf or 2 if -inf."""
+    d = _dims(x, dims)
+    src, size = x.dtype, x.size
+    i64 = torch.int64
+
+    def flag(ops: Ops, idx: Sequence[Expr]) -> Any:
+        v = x.load(ops, idx)
+        after = sympy.Add(*(size[i] - 1 - idx[i] for i in d)) if d else sympy.Integer(0)
+        last = ops.eq(ops.index_expr(after, i64), ops.constant(0, i64))
+        pos, neg = (
+            ops.eq(v, ops.constant(float("inf"), src)),
+            ops.eq(v, ops.constant(float("-inf"), src)),
+        )
+        weight = ops.where(
+            ops.logical_and(last, pos),
+            ops.constant(1, i64),
+            ops.where(ops.logical_and(last, neg), ops.constant(2, i64), ops.constant(4, i64)),
+        )
+        finite = ops.logical_not(ops.logical_or(ops.isinf(v), ops.isnan(v)))
+        return ops.where(finite, ops.constant(0, i64), weight)
+
+    flags = lazy(size, i64, x.device, flag, x)
+    (kind,) = reduce_into(ctx, flags, dims, keepdim, "sum", i64, i64, [i64])
+    out = mean.dtype
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        k = kind.load(ops, idx)
+
+        def const(value: float) -> Any:
+            return ops.constant(value, out)
+
+        def when(n: int, then: Any, other: Any) -> Any:
+            return ops.where(ops.eq(k, ops.constant(n, i64)), then, other)
+
+        nonfinite = when(1, const(float("inf")), when(2, const(float("-inf")), const(float("nan"))))
+        return when(0, mean.load(ops, idx), nonfinite)
+
+    return lazy(mean.size, out, mean.device, load, mean)
 
 
 def _var(
