@@ -429,3 +429,20 @@ def test_var_mean_of_infinities_as_eager(backend: str) -> None:
     for want, got in zip(_var_mean_rows(x), compiled(x), strict=True):
         torch.testing.assert_close(got, want, equal_nan=True)
     assert compiled(x)[1][:5].tolist()[0] == inf  # the row whose only infinity is last
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize(
+    ("dtype", "nans"),
+    [(torch.float16, [0x7E00, 0xFE00, 0x7E01, 0xFFFF]), (torch.bfloat16, [0x7FC0, 0xFFC0, 0x7FC1])],
+)
+def test_moved_nan_keeps_its_bits(backend: str, dtype: torch.dtype, nans: list[int]) -> None:
+    # A moved element is its bits, which a reinterpreting view shows: the reference kernels'
+    # float16 <-> float32 conversions (torch's scalar tail) turned NaN 0x7e00 into 0x7fff
+    # (reference.memory.widened / rounded).
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.repeat_interleave(2, 0).view(torch.int16)
+
+    x = torch.tensor(nans * 11, dtype=torch.int32).to(torch.int16).view(dtype)
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    assert torch.equal(compiled(x), fn(x))

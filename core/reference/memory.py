@@ -55,7 +55,7 @@ def load(
         return torch.zeros(idx.shape, dtype=compute(buf.dtype), device=buf.device)
     check_index(kernel, name, idx, buf.numel())
     # a copy even for one element (`buf[0-d index]` is a view, which a later store would alias)
-    return torch.take(buf, idx).to(compute(buf.dtype))
+    return widened(torch.take(buf, idx))
 
 
 def store(
@@ -73,7 +73,7 @@ def store(
     check_index(kernel, name, idx, buf.numel(), mask)
     tensors = [idx, value] if mask is None else [idx, value, mask]
     idx, value, *rest = torch.broadcast_tensors(*tensors)
-    idx, value = idx.reshape(-1), value.reshape(-1).to(buf.dtype)
+    idx, value = idx.reshape(-1), rounded(value.reshape(-1), buf.dtype)
     if rest:
         keep = rest[0].reshape(-1)
         idx, value = idx[keep], value[keep]
@@ -81,6 +81,42 @@ def store(
         buf.index_put_((idx,), value, accumulate=True)
     else:
         buf[idx] = value
+
+
+# float16 / bfloat16 NaN from its float32 compute value: sign, exponent, top payload bits, quiet bit
+_NAN_BITS = {
+    torch.float16: (13, 0x7C00 | 0x0200, 0x03FF),
+    torch.bfloat16: (16, 0x7F80 | 0x0040, 0x007F),
+}
+
+
+def rounded(value: Tensor, dtype: torch.dtype) -> Tensor:
+    """`value` rounded to `dtype` for a store. A NaN keeps its sign and payload as a hardware
+    conversion (and eager's copy of the bits) does: torch's float32 -> float16 rounding gives one
+    NaN in its vector body and another in its scalar tail, and -> bfloat16 a canonical one, which a
+    later reinterpretation of the bits (`view(dtype)`) would show."""
+    out = value.to(dtype)
+    layout = _NAN_BITS.get(dtype)
+    if layout is None or value.dtype != torch.float32 or not bool(value.isnan().any()):
+        return out
+    shift, fixed, payload = layout
+    bits = value.view(torch.int32)
+    sign = (bits >> 16) & 0x8000
+    nan = (sign | fixed | ((bits >> shift) & payload)).to(torch.int16)
+    return torch.where(value.isnan(), nan.view(dtype), out)
+
+
+def widened(value: Tensor) -> Tensor:
+    """`value` in its compute dtype; a float16 / bfloat16 NaN keeps its sign and payload (torch's
+    float16 -> float32 conversion loses them in its scalar tail)."""
+    out = value.to(compute(value.dtype))
+    layout = _NAN_BITS.get(value.dtype)
+    if layout is None or not bool(value.isnan().any()):
+        return out
+    shift, _, payload = layout
+    bits = value.view(torch.int16).to(torch.int32)
+    nan = ((bits & 0x8000) << 16) | 0x7F800000 | ((bits & payload) << shift)
+    return torch.where(value.isnan(), nan.view(torch.float32), out)
 
 
 def local(value: Tensor, outer: tuple[int, ...]) -> Tensor:
@@ -196,8 +232,11 @@ def imax(*args: Index) -> Index:
     return _fold(torch.maximum, max, args)
 
 
-def _fold(on_tensors: Callable[[Tensor, Tensor], Tensor], on_ints: Callable[[int, int], int],
-          args: tuple[Index, ...]) -> Index:
+def _fold(
+    on_tensors: Callable[[Tensor, Tensor], Tensor],
+    on_ints: Callable[[int, int], int],
+    args: tuple[Index, ...],
+) -> Index:
     result = args[0]
     for arg in args[1:]:
         if isinstance(result, Tensor) or isinstance(arg, Tensor):
