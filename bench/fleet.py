@@ -32,44 +32,15 @@ MODELS = ("gpt2", "bert", "llama")
 
 
 def _model(name: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
-    """A small transformers model of family `name`, random weights, and its inputs."""
-    import transformers as tf
+    """The model suite's `name` (small config, random weights) and one call's inputs (24 tokens)."""
+    from bench.models_zoo import hf_specs
 
-    small = {"vocab_size": 512, "max_position_embeddings": 64}
-    if name == "gpt2":
-        config: Any = tf.GPT2Config(
-            n_layer=2,
-            n_embd=64,
-            n_head=4,
-            n_positions=64,
-            vocab_size=512,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        model: Any = tf.GPT2LMHeadModel(config)
-    elif name == "bert":
-        config = tf.BertConfig(
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            intermediate_size=128,
-            **small,
-        )
-        model = tf.BertForMaskedLM(config)
-    elif name == "llama":
-        config = tf.LlamaConfig(
-            hidden_size=64,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            intermediate_size=128,
-            **small,
-        )
-        model = tf.LlamaForCausalLM(config)
-    else:
+    specs = {s.name: s for s in hf_specs() if s.name in MODELS}
+    if name not in specs:
         raise ValueError(f"unknown model {name!r}; known: {', '.join(MODELS)}")
-    ids = torch.randint(0, 512, (2, 24), generator=torch.Generator().manual_seed(1))
-    return model.eval(), {"input_ids": ids}
+    spec = specs[name]
+    inputs = spec.inputs(torch.Generator().manual_seed(1), 24, "cpu")
+    return spec.build().eval(), inputs  # type: ignore[return-value]
 
 
 def worker(models: list[str], out: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamMismatch, check_program
+from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, check_program
 from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
 from polyduct.fuzz.generate import generate
 from polyduct.fuzz.program import InputSpec, Program, Stmt, make_inputs
@@ -78,7 +78,7 @@ def test_a_difference_torch_itself_makes_is_upstream() -> None:
     )
     try:
         check_program(_unfold_of_index, program, "reference")
-    except UpstreamMismatch as exc:
+    except UpstreamBug as exc:
         assert "a0.grad" in str(exc)
     else:
         pytest.skip("this torch computes the gradient right: nothing upstream to tell apart")

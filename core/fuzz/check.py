@@ -39,7 +39,7 @@ class Mismatch(AssertionError):
     """The compiled program's results differ from eager's."""
 
 
-class UpstreamMismatch(Mismatch):
+class UpstreamBug(Mismatch):
     """torch's own compilers fail the program too: `aot_eager` (Dynamo and AOTAutograd, nothing
     of polyduct) raises or differs from eager in the same results, or Inductor differs from eager
     in them. A bug of torch, reported apart."""
@@ -144,7 +144,7 @@ def _judged(fn: Callable[..., Any], program: Program, device: str, seed: int, go
 def check_program(fn: Callable[..., Any], program: Program, backend: str,
                   options: Mapping[str, Any] | None = None, device: str = "cpu",
                   seed: int = 0) -> int:
-    """Raise `Mismatch` when polyduct's results differ from eager's (`UpstreamMismatch` when
+    """Raise `Mismatch` when polyduct's results differ from eager's (`UpstreamBug` when
     torch's own compilers fail the same way, see `_classified`); return the graph count.
 
     Raises `InvalidProgram` when eager raises, and lets any compile or run error propagate."""
@@ -166,7 +166,7 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
         try:
             _compiled_problems(fn, program, device, seed, want, want_alt, "aot_eager")
         except Exception:  # noqa: BLE001 -- torch alone raises too: the failure is torch's
-            raise UpstreamMismatch(f"aot_eager raises too: {type(exc).__name__}: {exc}") from exc
+            raise UpstreamBug(f"aot_eager raises too: {type(exc).__name__}: {exc}") from exc
         raise
     if problems:
         raise _classified(fn, program, device, seed, want, want_alt, problems)
@@ -175,7 +175,7 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
 
 def _classified(fn: Callable[..., Any], program: Program, device: str, seed: int,
                 want: Results, want_alt: Results | None, problems: list[str]) -> Mismatch:
-    """An `UpstreamMismatch` when torch's own compilers differ from eager in the same results:
+    """An `UpstreamBug` when torch's own compilers differ from eager in the same results:
     `aot_eager` (Dynamo and AOTAutograd alone: a bug of theirs) or Inductor (eager disagrees
     with both compilers: its vectorised float32 gelu of +inf is NaN, its scalar path's inf)."""
     for compiler in ("aot_eager", "inductor"):
@@ -184,7 +184,7 @@ def _classified(fn: Callable[..., Any], program: Program, device: str, seed: int
         except Exception:  # noqa: BLE001 -- no second opinion from this compiler
             other = []
         if other and _keys(problems) <= _keys(other):
-            return UpstreamMismatch(f"{compiler} differs from eager the same way:\n"
+            return UpstreamBug(f"{compiler} differs from eager the same way:\n"
                                     + "\n".join(problems))
     return Mismatch("\n".join(problems))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamMismatch
+from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug
 from polyduct.fuzz.generate import KNOWN, generate
 from polyduct.fuzz.program import Program
 from polyduct.fuzz.repro import load_module, render_module, write_module
@@ -65,7 +65,7 @@ def _run(path: Path) -> tuple[str, str]:
                              module.DEVICE)
     except InvalidProgram as exc:
         return "invalid", str(exc)
-    except UpstreamMismatch as exc:
+    except UpstreamBug as exc:
         return "upstream", str(exc)
     except Mismatch as exc:
         return "mismatch", str(exc)

@@ -15,6 +15,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from polyduct.errors import LoweringError
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
@@ -120,7 +121,7 @@ def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tup
     innermost): torch's convolutions, pools and norms then choose a channels-last result, whatever
     layout the meta function promised (a kernel of ours may lay a value out otherwise than eager)."""
     layouts = {name: view.layout for name, view in views}
-    refs = [a for a in _flat(args) if isinstance(a, Ref)]
+    refs = [a for a in pytree.tree_leaves(list(args)) if isinstance(a, Ref)]
     found = [layouts.get(r.name) or getattr(graph.buffers.get(r.name), "layout", None) for r in refs]
     return any(lay is not None and _channels_last(lay) for lay in found)
 
@@ -128,13 +129,6 @@ def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tup
 def _channels_last(layout: Layout) -> bool:
     return (len(layout.size) in (4, 5) and layout.size[1] != 1 and layout.stride[1] == 1
             and not layout.is_contiguous())
-
-
-def _flat(args: Sequence[Any]) -> list[Any]:
-    out: list[Any] = []
-    for a in args:
-        out += _flat(a) if isinstance(a, (tuple, list)) else [a]
-    return out
 
 
 def transfer(graph: IRGraph, view: StorageView, device: torch.device) -> StorageView:
