@@ -27,6 +27,16 @@ def is_view(node: torch.fx.Node) -> bool:
     return alias is not None and not alias.is_write
 
 
+# ops whose schemas return new tensors that the lowering still makes views when it can
+_RESHAPES = (torch.ops.aten.reshape.default, torch.ops.aten._unsafe_view.default)
+
+
+def reads_through(node: torch.fx.Node) -> bool:
+    """Whether `node` only re-indexes its first argument (a view, or a reshape the lowering makes
+    one): no kernel, so whoever reads `node` reads its argument."""
+    return node.target in _RESHAPES or is_view(node)
+
+
 def shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """Nodes that two or more graph outputs are (views of): eager returns aliases of one tensor."""
     outputs = [n for n in gm.graph.nodes if n.op == "output"]

@@ -27,7 +27,7 @@ from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.lowering.devices import accelerator, library_only_dtype, moved_scalars
 from polyduct.lowering.externs import extern_call, transfer
-from polyduct.lowering.fx_nodes import is_view, mutates, shared_alias_bases
+from polyduct.lowering.fx_nodes import mutates, reads_through, shared_alias_bases
 from polyduct.lowering.output_views import eager_strided, overlapping_view
 from polyduct.lowering.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.overrides import OpOverride, Resolver
@@ -121,27 +121,6 @@ class LoweringContext:
         return len(self.seeds) - 1
 
 
-VIEW_OPS = frozenset(
-    f"aten.{op}"
-    for op in (
-        "view.default",
-        "_unsafe_view.default",
-        "reshape.default",
-        "permute.default",
-        "transpose.int",
-        "t.default",
-        "expand.default",
-        "unsqueeze.default",
-        "squeeze.dim",
-        "squeeze.dims",
-        "squeeze.default",
-        "slice.Tensor",
-        "select.int",
-        "alias.default",
-    )
-)
-"""Ops whose result is a view of their input: no kernel, so a value's readers are theirs."""
-
 LIBRARY_OPERANDS = frozenset({"aten.addmm.default"})
 """Ops with a lowering that still hands their tensor operands to a library call (`addmm`'s
 product is `mm`), so those operands are read from memory, like an extern call's."""
@@ -232,7 +211,7 @@ class GraphLowering:
             if user in seen or user.op != "call_function":
                 continue
             seen.add(user)
-            if user.target is operator.getitem or op_name(user.target) in VIEW_OPS or is_view(user):
+            if user.target is operator.getitem or reads_through(user):
                 stack.extend(user.users)
             elif (
                 op_name(user.target) in LIBRARY_OPERANDS
@@ -276,7 +255,9 @@ class GraphLowering:
             outs = node.args[0]
             if not isinstance(outs, (list, tuple)):
                 raise LoweringError("output", node.name, f"graph output {outs!r} is not a sequence")
-            values = [overlapping_view(self, a) or v for a, v in zip(outs, self._args(outs), strict=True)]
+            values = [
+                overlapping_view(self, a) or v for a, v in zip(outs, self._args(outs), strict=True)
+            ]
             metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
             self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]
             return None
@@ -363,7 +344,11 @@ class GraphLowering:
             self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
             ctx = LoweringContext(
-                self.graph, node, self.seeds, self.report, self.sort_limits,
+                self.graph,
+                node,
+                self.seeds,
+                self.report,
+                self.sort_limits,
                 self.accelerator if node in self.moved else None,
             )
             try:

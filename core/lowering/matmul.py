@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from polyduct.lowering.graph import VIEW_OPS, Fallback, LoweringContext, LoweringFn, op_name
+from polyduct.lowering.fx_nodes import reads_through
+from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn, op_name
 from polyduct.lowering.values import Ops, map_values
 
 
@@ -35,7 +36,7 @@ def feeds_pointwise(node: torch.fx.Node) -> bool:
         name = op_name(user.target)
         if name in pointwise:
             return True
-        if name in VIEW_OPS:
+        if reads_through(user):
             pending.extend(user.users)
     return False
 
