@@ -13,7 +13,7 @@ import torch
 from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, check_program
 from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
 from polyduct.fuzz.generate import generate
-from polyduct.fuzz.program import InputSpec, Program, Stmt, make_inputs
+from polyduct.fuzz.program import InputSpec, Program, Stmt, make_inputs, shadow_values
 from polyduct.fuzz.repro import load_module, render_module
 from polyduct.fuzz.runner import FAILURES, Campaign, run_campaign, summary_table
 from polyduct.fuzz.shrink import shrink
@@ -31,6 +31,26 @@ def test_generation_is_reproducible() -> None:
     assert len({p.stmts for p in first}) > 15  # and programs differ from one index to the next
     a, b = (make_inputs(first[3], seed=0) for _ in range(2))
     assert all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(a, b, strict=True))
+
+
+def test_no_program_converts_a_raw_float_to_an_integer() -> None:
+    # Float to integer is undefined in C for NaN, inf and out-of-range values, and eager's answer
+    # is the platform's: `int_tensor.copy_(float_tensor)` was generated unsanitised (seed 9001,
+    # program 1893: eager gave INT64_MIN for -inf, the C++ kernel 0). Like a cast, it must go
+    # through nan_to_num and a clamp first.
+    copies = 0
+    for index in (1893, *range(150)):
+        program = generate(9001, index, FUZZ_DTYPES)
+        values = shadow_values(program)
+        for stmt in program.stmts:
+            target, _, rest = stmt.expr.partition(".copy_(")
+            if not rest or target not in values:
+                continue
+            copies += 1
+            source = values.get(rest.removesuffix(")"))
+            if source is not None and not values[target].dtype.is_floating_point:
+                assert values[target].dtype == torch.bool or not source.is_floating_point(), stmt
+    assert copies > 5
 
 
 def _differs_when_compiled(a0: torch.Tensor) -> tuple[torch.Tensor]:

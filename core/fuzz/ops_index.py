@@ -123,7 +123,14 @@ def inplace(g: Gen) -> Emit | None:
                  and torch.broadcast_shapes(t.shape, v.shape) == t.shape)
     form = g.rng.randrange(6)
     if form == 0 and src is not None:
-        return Emit(f"{t.name}.copy_({src.name})", t.exact and src.exact, tags)
+        value = src.name
+        if src.is_float() and not t.dtype.is_floating_point and t.dtype != torch.bool:
+            if not src.exact:
+                return None
+            # float to integer is undefined in C for NaN, inf and out-of-range values (as casts)
+            lo = 0 if t.dtype == torch.uint8 else -100
+            value = f"{src.name}.nan_to_num(0.0, 0.0, 0.0).clamp({lo}, 100)"
+        return Emit(f"{t.name}.copy_({value})", t.exact and src.exact, tags)
     if form == 1 and src is not None:
         op = str(g.choice(("add_", "sub_", "mul_")))
         return Emit(f"{t.name}.{op}({src.name})", None if t.exact and src.exact else False, tags)
