@@ -207,6 +207,14 @@ def _saved_size_expression(a1: torch.Tensor, a2: torch.Tensor) -> tuple[torch.Te
     return ((v5 / a1.movedim(1, 0)).movedim(-4, 1),)
 
 
+def _unfold_made_contiguous(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward zero-fills the gradient and scatter-adds into it, in one C++ kernel tiled for
+    # its transposed stores: the tile of zeros was written after the additions, so the gradient
+    # was 0 (cpp codegen: a kernel that accesses an output twice is not tiled).
+    v1 = a0.unfold(2, 3, 3).contiguous()
+    return (v1.expand(6, *v1.shape),)
+
+
 def _python_or_of_a_view(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # `v2 | v5` is Python's operator.or_, whose name ends in `_`: the overlapping-write check
     # took it for torch's in-place or_ of a view of its own input and refused it (overlap).
@@ -392,6 +400,11 @@ CASES: dict[str, Case] = {
         _program(InputSpec("a0", (3, 1), torch.float32)),
         CPU_BACKENDS,
     ),
+    "unfold_made_contiguous": (
+        _unfold_made_contiguous,
+        _program(InputSpec("a0", (3, 1, 3, 6), torch.float64, grad=True), train=True),
+        ALL_BACKENDS,
+    ),
     "python_or_of_a_view": (
         _python_or_of_a_view,
         _program(InputSpec("a1", (4, 3), torch.float32), outputs=2),
@@ -446,3 +459,21 @@ def test_moved_nan_keeps_its_bits(backend: str, dtype: torch.dtype, nans: list[i
     x = torch.tensor(nans * 11, dtype=torch.int32).to(torch.int16).view(dtype)
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     assert torch.equal(compiled(x), fn(x))
+
+
+def _half_comparisons(x: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return (x == 0.1, x < 0.1, x.bfloat16() > 0.1, torch.ne(x.to(torch.float16), a), torch.ne(x, a))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_comparison_operands_round_to_the_common_dtype(backend: str) -> None:
+    # Eager converts a comparison's operands to their common dtype first: a Python float and an
+    # int64 compared with a float16 tensor round to float16 (0.1 -> 0.0999755859375, INT64_MIN
+    # -> -inf). They were converted to float32, float16's compute type, instead: `x == 0.1` was
+    # False for x = float16(0.1) (lowering.values.promoted; the Triton backend's constant() did
+    # not round to float16 either). Seed 9001 program 3295.
+    x = torch.tensor([0.1, 1 / 3, 0.2, float("inf"), -4.0], dtype=torch.float16)
+    a = torch.tensor([-(2**63), 65519, 70000, 2049, -4], dtype=torch.int64)
+    compiled = torch.compile(_half_comparisons, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(_half_comparisons(x, a), compiled(x, a), strict=True):
+        assert torch.equal(got, want)

@@ -89,7 +89,9 @@ def lazy(size: Sequence[Expr], dtype: torch.dtype, device: str, fn: Loader, *dep
 
 
 def promoted(*values: Any, kind: str = "DEFAULT") -> torch.dtype:
-    """torch's elementwise type promotion of tensors and scalars (computation dtype)."""
+    """torch's elementwise type promotion of tensors and scalars: the common dtype every operand
+    is converted to (float16 for a float16 tensor and an int64 tensor or a Python float: the int
+    and the scalar round to float16, as eager's do, before a comparison computes in float32)."""
     samples: list[Any] = []
     for v in values:
         if is_tensor(v):
@@ -98,10 +100,10 @@ def promoted(*values: Any, kind: str = "DEFAULT") -> torch.dtype:
             samples.append(1 if v.is_integer else 1.0)
         elif v is not None:
             samples.append(v)
-    compute, _ = elementwise_dtypes(
+    _, common = elementwise_dtypes(
         *samples, type_promotion_kind=getattr(ELEMENTWISE_TYPE_PROMOTION_KIND, kind)
     )
-    return compute
+    return common
 
 
 BROADCAST_REALIZE_COST = 6

@@ -5,7 +5,7 @@ reductions accumulated in one accumulator per SIMD lane.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import sympy
 
@@ -80,6 +80,8 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
     if spec.kind == "pointwise" and not flat:
         inner = _inner_dim(emitter.load_exprs, ndim)
         across = _tile_dim(emitter.load_exprs + emitter.store_exprs, ndim, inner)
+        if _rewritten_output(spec, emitter.accesses):
+            across = None
         if across is not None:
             tiled = (inner, across, TILE)
             emitter, states = _trace(spec, options, {}, tile=tiled)
@@ -195,6 +197,13 @@ def _tile_dim(accesses: Sequence[sympy.Expr], ndim: int, inner: int) -> int | No
     ]
     best = max(range(ndim), key=lambda d: (counts[d], d))
     return best if counts[best] > 0 else None
+
+
+def _rewritten_output(spec: KernelSpec, accesses: Mapping[str, int]) -> bool:
+    """Whether an output is accessed more than once (stored twice, a zero fill then a scatter's
+    accumulation, or stored then loaded): a tiled kernel writes its transposed stores after the
+    tile, so such a kernel is not tiled."""
+    return any(spec.buffer(name).role == "out" and n > 1 for name, n in accesses.items())
 
 
 TILE = 32

@@ -6,6 +6,7 @@ live in `StageEmitter` (stage.py), which subclasses this.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -121,6 +122,7 @@ class Emitter:
         self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
         self.load_exprs: list[sympy.Expr] = []  # indexes of buffer loads (for the loop order)
         self.store_exprs: list[sympy.Expr] = []  # indexes of buffer stores (for tiling)
+        self.accesses: Counter[str] = Counter()  # loads and stores per buffer (for tiling)
         # tiled pointwise kernels: (SIMD dim, tiled dim, tile edge); stores transposed to the SIMD
         # loop go to a tile array, copied out after the tile (TileCopy)
         self.tile: tuple[int, int, int] | None = None
@@ -319,6 +321,7 @@ class Emitter:
             return Value(self.locals[name], buf.dtype)
         expr = sympy.sympify(index)
         self.load_exprs.append(expr)
+        self.accesses[name] += 1
         index_c = self.index(expr, name)
         self._stream(name, expr, buf.dtype)
         return self.load_at(name, index_c, buf.dtype)
@@ -352,6 +355,7 @@ class Emitter:
             self.line(f"{self.locals[name]} = {self.coerce(value, buf.dtype)};")
             return
         self.store_exprs.append(sympy.sympify(index))
+        self.accesses[name] += 1
         target = f"{self.names[name]}[{self.index(index, name)}]"
         if mode is None and self._tile_store(buf.name, buf.role, index, target, value):
             return

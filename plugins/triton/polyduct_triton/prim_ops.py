@@ -43,6 +43,10 @@ class TritonEmitter:
         return V(f"tl.full({shape}, {literal(value, dtype)}, {ctype})", dtype)
 
     def constant(self, value: bool | float, dtype: torch.dtype) -> V:
+        """`value` rounded to `dtype` (a float16 / bfloat16 one is then held in float32); the
+        kernels' own constants (`_c`) are compute-type values."""
+        if dtype in LOW_PRECISION:
+            value = float(torch.tensor(float(value), dtype=dtype))
         return self._v(self._c(value, dtype).name, dtype)
 
     def _cast(self, x: V, dtype: torch.dtype) -> str:
