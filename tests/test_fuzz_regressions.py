@@ -215,6 +215,12 @@ def _unfold_made_contiguous(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (v1.expand(6, *v1.shape),)
 
 
+def _logcumsumexp_of_one_element(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # Eager's scan starts from -inf: logaddexp(-inf, -0) is +0, and rsqrt tells the zeros apart.
+    # The scan took its first element as it was (lowering.scan.logcumsumexp).
+    return (torch.rsqrt(torch.logcumsumexp(a0, 2)),)
+
+
 def _python_or_of_a_view(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # `v2 | v5` is Python's operator.or_, whose name ends in `_`: the overlapping-write check
     # took it for torch's in-place or_ of a view of its own input and refused it (overlap).
@@ -403,6 +409,11 @@ CASES: dict[str, Case] = {
     "unfold_made_contiguous": (
         _unfold_made_contiguous,
         _program(InputSpec("a0", (3, 1, 3, 6), torch.float64, grad=True), train=True),
+        ALL_BACKENDS,
+    ),
+    "logcumsumexp_of_one_element": (
+        _logcumsumexp_of_one_element,
+        _program(InputSpec("a0", (1, 1, 1, 17), torch.float32, values="edge")),
         ALL_BACKENDS,
     ),
     "python_or_of_a_view": (

@@ -12,7 +12,7 @@ import torch
 
 from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
-from polyduct.lowering.values import Ops, cast
+from polyduct.lowering.values import Ops, cast, lazy
 
 Combine = Callable[[Ops, tuple[Any, ...], tuple[Any, ...]], tuple[Any, ...]]
 _UPCAST = (torch.float16, torch.bfloat16)
@@ -89,9 +89,16 @@ def cumprod(ctx: LoweringContext, x: TensorValue, dim: int, dtype: Any = None) -
 
 
 def logcumsumexp(ctx: LoweringContext, x: TensorValue, dim: int) -> StorageView:
-    if not ctx.out_dtype().is_floating_point:
+    out = ctx.out_dtype()
+    if not out.is_floating_point:
         raise Fallback("logcumsumexp of a non-float tensor")
-    return _scan(ctx, x, dim, _logaddexp, ctx.out_dtype())
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        # Eager starts from -inf: the first result is logaddexp(-inf, x) = x + 0.0, so +0 for -0
+        # (the scan takes the first element as it is); later results are never -0.
+        return ops.add(cast(ops, x.load(ops, idx), x.dtype, out), ops.constant(0.0, out))
+
+    return _scan(ctx, lazy(x.size, out, x.device, load, x), dim, _logaddexp, out)
 
 
 def _cum_extreme(
