@@ -221,6 +221,13 @@ def _logcumsumexp_of_one_element(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.rsqrt(torch.logcumsumexp(a0, 2)),)
 
 
+def _atan2_of_truncated_zeros(a3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # -0.3 truncated to the integer 0 and back is +0.0: GCC folded float -> int -> float into
+    # trunc() (-0.0) and atan2(-0, -0) is -pi (cpp codegen: an integer zero converts to +0).
+    v9 = a3.nan_to_num(0.0, 0.0, 0.0).clamp(-100, 100).to(torch.int64)
+    return (torch.atan2(v9, v9),)
+
+
 def _python_or_of_a_view(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # `v2 | v5` is Python's operator.or_, whose name ends in `_`: the overlapping-write check
     # took it for torch's in-place or_ of a view of its own input and refused it (overlap).
@@ -414,6 +421,11 @@ CASES: dict[str, Case] = {
     "logcumsumexp_of_one_element": (
         _logcumsumexp_of_one_element,
         _program(InputSpec("a0", (1, 1, 1, 17), torch.float32, values="edge")),
+        ALL_BACKENDS,
+    ),
+    "atan2_of_truncated_zeros": (
+        _atan2_of_truncated_zeros,
+        _program(InputSpec("a3", (4, 4, 4), torch.float32)),
         ALL_BACKENDS,
     ),
     "python_or_of_a_view": (

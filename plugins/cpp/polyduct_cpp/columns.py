@@ -32,9 +32,10 @@ def column_reduction(
     whose loads step along the reduction with a stride more often than along the outputs."""
     if len(spec.ranges) != 1 or not spec.reduction_ranges or not states:
         return False
-    if states[0].kind != "reduce" or any(s.kind != "outer" for s in states[1:]):
+    reduces = _leading_reduces(states)
+    if not reduces or any(s.kind != "outer" for s in states[len(reduces) :]):
         return False
-    if "pd_check_index" in states[0].hoisted.getvalue():  # checked once per row: keep rows
+    if any("pd_check_index" in s.hoisted.getvalue() for s in reduces):  # checked once per row
         return False
     extent = spec.ranges[0]
     if extent.is_Integer and int(extent) < lanes:
@@ -42,6 +43,30 @@ def column_reduction(
     (x,) = index_vars("x", 1)
     r = index_vars("r", len(spec.reduction_ranges))[-1]
     return sum(strided(e, r) for e in loads) > sum(strided(e, x) for e in loads)
+
+
+# the name a line declares or assigns (`auto t0_1 = ...`, `pd_loc_buf0_acc = ...`)
+_DEFINED = re.compile(r"^\s*(?:[\w:<>, ]+\s+)?(\w+)(?:\[[^\]]*\])?\s*=[^=]", re.MULTILINE)
+
+
+def _leading_reduces(states: Sequence[StageState]) -> list[StageState]:
+    """The reduce stages the kernel starts with, as long as each is independent of those before
+    it (reads none of their values: `sum(0)` and `amax(0)` of one tensor, Welford's pass and a
+    count beside it; not logsumexp's sum of exp(x - max)). They then run side by side in one
+    block loop. Empty when the first stage is not a reduce stage."""
+    reduces: list[StageState] = []
+    defined: set[str] = set()
+    for state in states:
+        if state.kind != "reduce":
+            break
+        text = state.hoisted.getvalue() + state.body.getvalue()
+        if any(re.search(rf"\b{re.escape(name)}\b", text) for name in defined):
+            return []
+        reduces.append(state)
+        for part in (state.hoisted, state.body, state.post):
+            defined.update(_DEFINED.findall(part.getvalue()))
+        defined.update(acc for _, acc in state.accs)
+    return reduces
 
 
 def column_lanes(spec: KernelSpec, simd_lanes: int) -> int:
@@ -64,26 +89,33 @@ def columns(
     """Blocks of `lanes` outputs across threads, then the remaining outputs through `tail` (the
     row loop over [pd_lo, pd_hi))."""
     lanes = emitter.lanes
-    reduce, later = states[0], states[1:]
+    reduces = _leading_reduces(states)
+    later = states[len(reduces) :]
     out.line(f"const int64_t pd_xmain = pd_xnumel - pd_xnumel % {lanes};")
     loop = IndentedBuffer()
     loop.line("for (int64_t pd_xb = pd_lo; pd_xb < pd_hi; ++pd_xb) {")
     with loop.indent():
         loop.line(f"const int64_t pd_xc = pd_xb * {lanes};")
-        for ctype, acc in reduce.accs:
-            loop.line(f"{ctype} {acc}_all;")
+        for reduce in reduces:
+            for ctype, acc in reduce.accs:
+                loop.line(f"{ctype} {acc}_all;")
         loop.line(f"for (int64_t pd_rc = 0; pd_rc < pd_rnumel; pd_rc += {CHUNK}) {{")
         with loop.indent():
-            _chunk(loop, emitter, reduce, lanes)
+            for reduce in reduces:
+                loop.line("{")
+                with loop.indent():
+                    _chunk(loop, emitter, reduce, lanes)
+                loop.line("}")
         loop.line("}")
         loop.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with loop.indent():
             loop.line("const int64_t x0 = pd_xc + pd_l;")
             loop.lines(emitter.local_declarations())
-            loop.line("{")
-            with loop.indent():
-                _lane_results(loop, reduce, lanes)
-            loop.line("}")
+            for reduce in reduces:
+                loop.line("{")
+                with loop.indent():
+                    _lane_results(loop, reduce, lanes)
+                loop.line("}")
             for state in later:
                 loop.line("{")
                 with loop.indent():
