@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from polyduct.conformance.tolerance import EXACT, Tol, compare, mismatch_mask
 from polyduct.fuzz.program import Program, make_inputs, shadow_values
@@ -45,6 +46,25 @@ class UpstreamBug(Mismatch):
     in them. A bug of torch, reported apart."""
 
 
+class _Float64Casts(TorchFunctionMode):
+    """The float64 reference run: casts to a narrower float (`x.to(torch.float32)` of an integer
+    input, `.half()`) go to float64 too, as the float inputs do; a program that needs the
+    narrower type (a bit view) fails there, and is then judged without a reference."""
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if func in _NARROWING:
+            return args[0].to(torch.float64)
+        if func is torch.Tensor.to:
+            args = tuple(torch.float64 if a in UPCAST else a for a in args)
+            if kwargs.get("dtype") in UPCAST:
+                kwargs = {**kwargs, "dtype": torch.float64}
+        return func(*args, **kwargs)
+
+
+_NARROWING = (torch.Tensor.float, torch.Tensor.half, torch.Tensor.bfloat16)
+
+
 def _loss_weights(outputs: list[torch.Tensor]) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(1234)
     return [torch.randn(o.shape, generator=gen, dtype=torch.float64).to(o.device)
@@ -59,7 +79,11 @@ def execute(fn: Callable[..., Any], program: Program, seed: int, device: str,
     if upcast:
         inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.dtype in UPCAST else t
                   for t in inputs]
-    outs = list(fn(*inputs))
+    if upcast:
+        with _Float64Casts():
+            outs = list(fn(*inputs))
+    else:
+        outs = list(fn(*inputs))
     results = {name: out for name, out in zip(program.outputs, outs, strict=True)}
     results.update({spec.name: t for spec, t in zip(program.inputs, inputs, strict=True)})
     if program.train:
