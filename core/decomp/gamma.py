@@ -113,7 +113,8 @@ def _lgamma_positive(ops: SpecialOps[V], z: V) -> V:
     out = sel(
         ops, le_c(ops, ops.abs(near2), 0.25), ops.add(ops.log1p(near2), _lgamma1p(ops, near2)), out
     )
-    return sel(ops, le_c(ops, near1, 0.25), _lgamma1p(ops, addc(ops, z, -1.0)), out)
+    # + 0: lgamma(1) is +0 (e * poly(e) at e = 0 is -0, the polynomial being negative there)
+    return sel(ops, le_c(ops, near1, 0.25), addc(ops, _lgamma1p(ops, addc(ops, z, -1.0)), 0.0), out)
 
 
 def lgamma(ops: SpecialOps[V], x: V) -> V:
