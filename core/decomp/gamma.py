@@ -124,11 +124,11 @@ def lgamma(ops: SpecialOps[V], x: V) -> V:
     pos = _lgamma_positive(ops, z)
     s = ops.abs(sinpi(ops, x))
     refl = ops.sub(ops.sub(const(ops, x, math.log(math.pi)), ops.log(s)), pos)
-    out = sel(ops, reflect, refl, pos)
     # poles: log|sinpi| is -inf there, and past 2**53 (every float an integer) lgamma(1 - x) is
     # +inf too, inf - inf
-    pole = ops.logical_and(reflect, is_integer(ops, x))
-    return selc(ops, ops.logical_or(ops.isinf(x), pole), math.inf, out)
+    refl = selc(ops, is_integer(ops, x), math.inf, refl)
+    out = sel(ops, reflect, refl, pos)
+    return selc(ops, ops.isinf(x), math.inf, out)
 
 
 def digamma(ops: SpecialOps[V], x: V) -> V:
