@@ -518,3 +518,18 @@ def test_lgamma_of_huge_negative_integers(backend: str) -> None:
         compiled = torch.compile(_lgamma, backend="polyduct", options={"kernels": backend})
         torch.testing.assert_close(compiled(values), _lgamma(values), equal_nan=True)
         assert torch.equal(compiled(values).signbit(), _lgamma(values).signbit())
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_round_keeps_the_sign_of_zero(backend: str) -> None:
+    # round(-0.3) is -0, and x // -0 is -inf for x > 0: Triton's round (floor, then + 1) gave +0
+    # (seed 9002, program 6267).
+    a0 = torch.tensor([[1.5], [-2.0]], dtype=torch.bfloat16)
+    a1 = torch.tensor([[-0.3, 0.3, -0.0, 2.7, -0.5, -2.5, 0.5]], dtype=torch.float64)
+
+    def fn(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return a0 // torch.round(a1), torch.round(a1.float())
+
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for got, want in zip(compiled(a0, a1), fn(a0, a1), strict=True):
+        assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit())

@@ -287,7 +287,9 @@ class TritonPrimitiveOps(TritonEmitter):
         d = self._v(f"({x0} - {f})", x0.dtype)
         odd = f"(({f} % 2) != 0)"
         up = f"(({d} > 0.5) | (({d} == 0.5) & {odd}))"
-        return self._v(f"tl.where({up}, {f} + 1, {f})", x0.dtype)
+        r = self._v(f"tl.where({up}, {f} + 1, {f})", x0.dtype)
+        # -0.3 rounds to -0 (floor -1, plus 1, is +0): a zero takes x's sign
+        return self._v(f"tl.where(({r} == 0) & ({x0} < 0), {r} * -1.0, {r})", x0.dtype)
 
     def floor_to_int(self, x: V, dtype: torch.dtype) -> V:
         return self.to_dtype(self.floor(x), dtype)
