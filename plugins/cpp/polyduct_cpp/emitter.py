@@ -252,19 +252,14 @@ class Emitter:
 
     def convert(self, x: Value, dtype: torch.dtype) -> str:
         """`to_dtype` semantics: bool is != 0, 16-bit floats round, float -> int truncates."""
-        if dtype == torch.bool:
-            return f"static_cast<bool>({x})"
-        ctype = compute_type(dtype)
-        value = f"static_cast<{ctype}>({x})"
+        if dtype == torch.bool or (dtype in LOW_PRECISION and x.dtype == dtype):
+            return f"static_cast<bool>({x})" if dtype == torch.bool else x.name
+        ctype, value = compute_type(dtype), f"static_cast<{compute_type(dtype)}>({x})"
         if dtype.is_floating_point and not x.dtype.is_floating_point and x.dtype != torch.bool:
-            # An integer zero is +0.0, but GCC (-fno-trapping-math) folds float -> int -> float
-            # into trunc(), which keeps -0.3's sign, and drops a `+ 0`: zero is chosen explicitly
+            # GCC (-fno-trapping-math) folds float -> int -> float into trunc(), -0.3 into -0.0
             value = f"({x} == 0 ? {ctype}(0) : {value})"
         if dtype in LOW_PRECISION:
-            if x.dtype == dtype:
-                return x.name
-            rounder = "pd_round_bf16" if dtype == torch.bfloat16 else "pd_round_f16"
-            return f"{rounder}({value})"
+            return f"{'pd_round_bf16' if dtype == torch.bfloat16 else 'pd_round_f16'}({value})"
         if x.dtype.is_floating_point and not dtype.is_floating_point:
             return f"static_cast<{ctype}>(static_cast<int64_t>({x}))"
         return value
