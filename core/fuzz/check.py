@@ -9,6 +9,7 @@ lowest float precision the program computes in.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -79,10 +80,7 @@ def execute(fn: Callable[..., Any], program: Program, seed: int, device: str,
     if upcast:
         inputs = [t.detach().double().requires_grad_(t.requires_grad) if t.dtype in UPCAST else t
                   for t in inputs]
-    if upcast:
-        with _Float64Casts():
-            outs = list(fn(*inputs))
-    else:
+    with _Float64Casts() if upcast else contextlib.nullcontext():
         outs = list(fn(*inputs))
     results = {name: out for name, out in zip(program.outputs, outs, strict=True)}
     results.update({spec.name: t for spec, t in zip(program.inputs, inputs, strict=True)})

@@ -97,13 +97,16 @@ def rounded(value: Tensor, dtype: torch.dtype) -> Tensor:
     later reinterpretation of the bits (`view(dtype)`) would show."""
     out = value.to(dtype)
     layout = _NAN_BITS.get(dtype)
-    if layout is None or value.dtype != torch.float32 or not bool(value.isnan().any()):
+    if layout is None or value.dtype != torch.float32:
+        return out
+    nans = value.isnan()
+    if not bool(nans.any()):
         return out
     shift, fixed, payload = layout
     bits = value.view(torch.int32)
     sign = (bits >> 16) & 0x8000
     nan = (sign | fixed | ((bits >> shift) & payload)).to(torch.int16)
-    return torch.where(value.isnan(), nan.view(dtype), out)
+    return torch.where(nans, nan.view(dtype), out)
 
 
 def widened(value: Tensor) -> Tensor:
@@ -111,12 +114,15 @@ def widened(value: Tensor) -> Tensor:
     float16 -> float32 conversion loses them in its scalar tail)."""
     out = value.to(compute(value.dtype))
     layout = _NAN_BITS.get(value.dtype)
-    if layout is None or not bool(value.isnan().any()):
+    if layout is None:
+        return out
+    nans = value.isnan()
+    if not bool(nans.any()):
         return out
     shift, _, payload = layout
     bits = value.view(torch.int16).to(torch.int32)
     nan = ((bits & 0x8000) << 16) | 0x7F800000 | ((bits & payload) << shift)
-    return torch.where(value.isnan(), nan.view(torch.float32), out)
+    return torch.where(nans, nan.view(torch.float32), out)
 
 
 def local(value: Tensor, outer: tuple[int, ...]) -> Tensor:

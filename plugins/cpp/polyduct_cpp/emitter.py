@@ -254,7 +254,8 @@ class Emitter:
         """`to_dtype` semantics: bool is != 0, 16-bit floats round, float -> int truncates."""
         if dtype == torch.bool or (dtype in LOW_PRECISION and x.dtype == dtype):
             return f"static_cast<bool>({x})" if dtype == torch.bool else x.name
-        ctype, value = compute_type(dtype), f"static_cast<{compute_type(dtype)}>({x})"
+        ctype = compute_type(dtype)
+        value = f"static_cast<{ctype}>({x})"
         if dtype.is_floating_point and not x.dtype.is_floating_point and x.dtype != torch.bool:
             # GCC (-fno-trapping-math) folds float -> int -> float into trunc(), -0.3 into -0.0
             value = f"({x} == 0 ? {ctype}(0) : {value})"
