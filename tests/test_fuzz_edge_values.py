@@ -96,3 +96,20 @@ def test_round_keeps_the_sign_of_zero(backend: str) -> None:
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     for got, want in zip(compiled(a0, a1), fn(a0, a1), strict=True):
         assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit())
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_std_takes_its_root_before_rounding(backend: str, dtype: torch.dtype) -> None:
+    # A standard deviation of 539 has a variance of 290521, past float16's 65504: the variance
+    # was rounded to float16 (inf) before its square root (halide seed 9103, program 742; every
+    # backend). Eager takes the root at float32 and rounds once (lowering.reduce._welford).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.std(x, dim=(1, 0), correction=0), torch.std(x.transpose(1, 2), dim=-1)
+
+    x = (torch.randn(1, 7, 3) * 100).to(dtype)
+    x[0, 2, 1], x[0, 3, 1] = 1000.0, -1000.0
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want)

@@ -198,8 +198,16 @@ def _scale(ctx: LoweringContext, v: TensorValue, count: Expr, out: torch.dtype) 
 
 
 def _welford(
-    ctx: LoweringContext, x: TensorValue, dims: Any, correction: Any, keepdim: bool
+    ctx: LoweringContext,
+    x: TensorValue,
+    dims: Any,
+    correction: Any,
+    keepdim: bool,
+    root: bool = False,
 ) -> tuple[Any, Any]:
+    """(variance, mean) of `x` over `dims`, in `x`'s dtype; with `root`, the standard deviation
+    in place of the variance, its square root taken at the accumulator's precision (a float16
+    variance past 65504 is inf where its root is not)."""
     if not x.dtype.is_floating_point:
         raise Fallback("variance of a non-float tensor")
     acc = _acc(x.dtype)
@@ -210,7 +218,7 @@ def _welford(
 
     def load_var(ops: Ops, idx: Sequence[Expr]) -> Any:
         value = ops.truediv(m2.load(ops, idx), _divisor(ops, denom, acc))
-        return cast(ops, value, acc, out)
+        return cast(ops, ops.sqrt(value) if root else value, acc, out)
 
     var = lazy(m2.size, out, x.device, load_var, m2)
     count = _count(x, dims)
@@ -316,12 +324,7 @@ def _std(
     correction: Any = None,
     keepdim: bool = False,
 ) -> Any:
-    var = _welford(ctx, x, dims, correction, keepdim)[0]
-
-    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
-        return ops.sqrt(var.load(ops, idx))
-
-    return lazy(var.size, var.dtype, var.device, load, var)
+    return _welford(ctx, x, dims, correction, keepdim, root=True)[0]
 
 
 def _any(ctx: LoweringContext, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
