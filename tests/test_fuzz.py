@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from polyduct.fuzz import check
 from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, check_program
 from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
 from polyduct.fuzz.generate import generate
@@ -128,6 +129,19 @@ def test_a_difference_torch_itself_makes_is_upstream() -> None:
         assert "a0.grad" in str(exc)
     else:
         pytest.skip("this torch computes the gradient right: nothing upstream to tell apart")
+
+
+def test_upstream_means_torch_gives_our_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Halide and Inductor both lost the NaN of `0 * inf` (halide seed 9103, program 1075), each
+    # in other elements: two wrong answers are not torch's bug, only polyduct's own results are.
+    x = torch.ones(3, 4)
+    problems = ["call 1: out0: 12/12 elements differ"]
+    ours = [("call 1", {"out0": x + 1})]
+    for theirs, verdict in ((ours, UpstreamBug), ([("call 1", {"out0": x + 2})], Mismatch)):
+        monkeypatch.setattr(check, "_compiled_problems", lambda *_, t=theirs, **__: (problems, t))
+        found = check._classified(_differs_when_compiled, _one_input(), "cpu", 0, {"out0": x},
+                                  None, problems, ours)
+        assert type(found) is verdict
 
 
 def test_eager_errors_make_a_program_invalid() -> None:

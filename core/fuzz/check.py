@@ -183,7 +183,8 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
     graphs: list[Any] = []
     opts = {**(options or {}), "kernels": backend, "observer": graphs.append}
     try:
-        problems = _compiled_problems(fn, program, device, seed, want, want_alt, "polyduct", opts)
+        problems, got = _compiled_problems(fn, program, device, seed, want, want_alt, "polyduct",
+                                           opts)
     except Exception as exc:
         try:
             _compiled_problems(fn, program, device, seed, want, want_alt, "aot_eager")
@@ -191,23 +192,36 @@ def check_program(fn: Callable[..., Any], program: Program, backend: str,
             raise UpstreamBug(f"aot_eager raises too: {type(exc).__name__}: {exc}") from exc
         raise
     if problems:
-        raise _classified(fn, program, device, seed, want, want_alt, problems)
+        raise _classified(fn, program, device, seed, want, want_alt, problems, got)
     return len(graphs)
 
 
+Calls = list[tuple[str, Results]]  # (label, results) of each call of a compiled program
+
+
 def _classified(fn: Callable[..., Any], program: Program, device: str, seed: int,
-                want: Results, want_alt: Results | None, problems: list[str]) -> Mismatch:
-    """An `UpstreamBug` when torch's own compilers differ from eager in the same results:
-    `aot_eager` (Dynamo and AOTAutograd alone: a bug of theirs) or Inductor (eager disagrees
-    with both compilers: its vectorised float32 gelu of +inf is NaN, its scalar path's inf)."""
+                want: Results, want_alt: Results | None, problems: list[str],
+                got: Calls) -> Mismatch:
+    """An `UpstreamBug` when one of torch's own compilers gives the results polyduct gives
+    where they differ from eager: `aot_eager` (Dynamo and AOTAutograd alone: a bug of theirs)
+    or Inductor (eager disagrees with both compilers: its vectorised float32 gelu of +inf is
+    NaN, its scalar path's inf). Differing from eager in the same results is not enough: both
+    may be wrong, each its own way (Halide's and Inductor's `0 * x` of an infinite x, halide seed
+    9103 program 1075), and only results that agree are torch's bug."""
+    keys = _keys(problems)
     for compiler in ("aot_eager", "inductor"):
         try:
-            other = _compiled_problems(fn, program, device, seed, want, want_alt, compiler)
-        except Exception:  # noqa: BLE001 -- no second opinion from this compiler
-            other = []
-        if other and _keys(problems) <= _keys(other):
+            other, theirs = _compiled_problems(fn, program, device, seed, want, want_alt,
+                                               compiler)
+        except Exception:  # noqa: BLE001, S112 -- no second opinion from this compiler
+            continue
+        if not other or not keys <= _keys(other):
+            continue
+        apart = [line for (label, ours), (_, results) in zip(got, theirs, strict=True)
+                 for line in compare_results(program, ours, results, label)]
+        if not keys & _keys(apart):
             return UpstreamBug(f"{compiler} differs from eager the same way:\n"
-                                    + "\n".join(problems))
+                               + "\n".join(problems))
     return Mismatch("\n".join(problems))
 
 
@@ -218,19 +232,21 @@ def _keys(problems: list[str]) -> set[str]:
 
 def _compiled_problems(fn: Callable[..., Any], program: Program, device: str, seed: int,
                        want: Results, want_alt: Results | None, compiler: str,
-                       options: dict[str, Any] | None = None) -> list[str]:
-    """The problem lines of `fn` compiled by the `compiler` backend against eager's results."""
+                       options: dict[str, Any] | None = None) -> tuple[list[str], Calls]:
+    """The problem lines of `fn` compiled by the `compiler` backend against eager's results,
+    and the results of each call."""
     torch._dynamo.reset()
     compiled = torch.compile(fn, backend=compiler, options=options,
                              dynamic=MODE_DYNAMIC[program.mode])
     try:
-        problems = _judged(fn, program, device, seed, execute(compiled, program, seed, device),
-                           want, "call 1")
+        calls = [("call 1", execute(compiled, program, seed, device))]
+        problems = _judged(fn, program, device, seed, calls[0][1], want, "call 1")
         if want_alt is not None:
-            got_alt = execute(compiled, program, seed + 1, device, alt=True)
-            problems += _judged(fn, program, device, seed + 1, got_alt, want_alt,
+            calls.append(("call 2 (new shapes)",
+                          execute(compiled, program, seed + 1, device, alt=True)))
+            problems += _judged(fn, program, device, seed + 1, calls[1][1], want_alt,
                                 "call 2 (new shapes)", alt=True)
     finally:
         torch._dynamo.reset()
-    return problems
+    return problems, calls
 
