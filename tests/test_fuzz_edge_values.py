@@ -113,3 +113,19 @@ def test_std_takes_its_root_before_rounding(backend: str, dtype: torch.dtype) ->
     for want, got in zip(fn(x), compiled(x), strict=True):
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_reductions_of_zero_times_infinity_are_nan(backend: str) -> None:
+    # 0 * inf is NaN, and so is any sum or mean over it. Halide's rfactor (a reduction's vector
+    # lanes) simplified `x * 0` to 0 before StrictFloat applied (halide seed 9103, program 1075).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        z = 0 * x
+        return z.sum(-1), z.mean(), z.unfold(1, 6, 1).mean(dim=(2, 1)), (x * 0.0).amax(0)
+
+    x = torch.randn(3, 40)
+    x[0, 7], x[1, 30], x[2, 0] = float("inf"), float("-inf"), float("nan")
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert want.isnan().any()
+        torch.testing.assert_close(got, want, equal_nan=True)

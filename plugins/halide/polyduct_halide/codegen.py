@@ -161,7 +161,7 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         out.line(
             f"{red.name} = _rt.reduction({string_literal(red.name)}, xv, "
             f"_{red.name}(*xv, *{red.name}_r), {string_literal(red.rtype)}, "
-            f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)})"
+            f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)}, STRICT_FLOAT)"
         )
         vector = string_literal(red.vector)
         out.line(f"SCHED.extend(('func', f, {vector}) for f in {red.name})")

@@ -80,9 +80,16 @@ def scatter(func: hl.Func, index: Any, value: Any, atomic: bool) -> None:
 
 
 def reduction(
-    name: str, xv: list[hl.Var], values: Values, rtype: str, pos: Any, dtype: hl.Type
+    name: str,
+    xv: list[hl.Var],
+    values: Values,
+    rtype: str,
+    pos: Any,
+    dtype: hl.Type,
+    strict: bool = True,
 ) -> list[hl.Func]:
-    """Funcs over `xv` reducing `values` (traced over an RDom) with `rtype`.
+    """Funcs over `xv` reducing `values` (traced over an RDom) with `rtype`; `strict`: the
+    pipeline's floats are IEEE's (the target's StrictFloat).
 
     The first `reduction_num_outputs(rtype)` Funcs are the op's results; any others are
     intermediate passes (all are scheduled like the results).
@@ -92,7 +99,15 @@ def reduction(
     # mentions none (the sum of a constant, counting elements) would be added once, not once per
     # element. The select (folded away when lowering) makes every value mention the position.
     at = ex(pos) >= 0
-    return build(name, xv, [hl.select(at, ex(v), ex(v)) for v in values], pos, dtype)
+    traced = [hl.select(at, v, v) for v in map(ex, values)]
+    return build(name, xv, [_strict(v) for v in traced] if strict else traced, pos, dtype)
+
+
+def _strict(value: hl.Expr) -> hl.Expr:
+    """A float value marked strict in the update definition itself: `rfactor` (vector lanes of a
+    reduction) simplifies its definition before lowering applies the target's StrictFloat, and
+    would fold `x * 0` to 0 where x is infinite (halide seed 9103, program 1075)."""
+    return hl.strict_float(value) if value.type().is_float() else value
 
 
 def scan(
