@@ -235,6 +235,14 @@ def _python_or_of_a_view(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (v2 | v2.narrow(0, 0, 1), v2 & v2[1:2])
 
 
+def _gradient_through_two_sorts(a1: torch.Tensor, a3: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The backward scatters twice: the second scatter reads the first's result, whose storage
+    # a3's gradient (computed in the same kernel) takes over. Halide realises each output in its
+    # own loops and wrote a3's gradient first: a1's gradient read it (halide codegen._outputs).
+    v1 = torch.sort(a1, dim=-1, descending=True, stable=True)[0]
+    return (torch.sort(v1, dim=0, stable=True)[0].mean() / a3,)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -432,6 +440,12 @@ CASES: dict[str, Case] = {
         _python_or_of_a_view,
         _program(InputSpec("a1", (4, 3), torch.float32), outputs=2),
         CPU_BACKENDS,
+    ),
+    "gradient_through_two_sorts": (
+        _gradient_through_two_sorts,
+        _program(InputSpec("a1", (7,), torch.float32, grad=True),
+                 InputSpec("a3", (7,), torch.float32, grad=True), train=True),
+        ALL_BACKENDS,
     ),
 }
 

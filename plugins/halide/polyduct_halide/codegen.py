@@ -69,12 +69,18 @@ def _estimate(spec: KernelSpec) -> int:
 
 
 def _outputs(spec: KernelSpec, trace: KernelTrace) -> list[str]:
-    """Written buffers, in-place (`inout`) ones last: Halide realises a pipeline's outputs in
-    order, so every other output has read an in-place buffer before it is overwritten."""
-    written = {f.removesuffix("_out") for st in trace.stages for f in st.stores}
-    written |= {arg for st in trace.stages for arg, *_ in st.reduction_stores}
-    ordered = sorted(spec.args, key=lambda b: b.role == "inout")
-    return [trace.names[b.name] for b in ordered if trace.names[b.name] in written]
+    """Written buffers in the order the kernel first stores them (its members' order). Halide
+    realises a pipeline's outputs one after another, each in its own loops, where the other
+    backends run every member per element: an output taking a dying input's storage in place
+    is one no later member reads (`scheduling.plan._inplace`), so realising outputs in member
+    order reads every in-place buffer before it is overwritten. Putting in-place outputs last
+    was not enough: two of them, the second scatter of a backward read a gradient whose storage
+    the next member's output had taken (halide seed 9103, program 1989)."""
+    first: dict[str, None] = {}
+    for st in trace.stages:
+        first.update((f.removesuffix("_out"), None) for f in st.stores)
+        first.update((arg, None) for arg, *_ in st.reduction_stores)
+    return list(first)
 
 
 def _input_args(spec: KernelSpec) -> list[str]:
