@@ -129,3 +129,19 @@ def test_reductions_of_zero_times_infinity_are_nan(backend: str) -> None:
     for want, got in zip(fn(x), compiled(x), strict=True):
         assert want.isnan().any()
         torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_negative_zero_constants_and_running_sums(backend: str) -> None:
+    # Halide's IR equality holds the constants -0.0 and +0.0 equal: beside the 0.0 of a stack's
+    # select, `copysign(x, -0.0)` came out positive (halide seed 9103, program 2461). And eager's
+    # cumsum starts from +0, so a leading -0 sums to +0 (program 2808, every backend).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        stacked = torch.stack([x, x], 1)
+        return (torch.copysign(stacked, -0.0), torch.where(x > 0, 0.0, -0.0),
+                torch.cumsum(x.clamp(max=-0.0) * 0, 1), torch.cumsum(x.double() * -0.0, 0))
+
+    x = torch.randn(5, 7)
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit())

@@ -80,8 +80,21 @@ def _logaddexp(ops: Ops, a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, .
     return (ops.where(usual, ops.add(hi, ops.log1p(ops.exp(ops.sub(lo, hi)))), hi),)
 
 
+def _plus_zero(x: TensorValue, out: torch.dtype) -> TensorValue:
+    """`x` in `out`, plus 0.0: a scan takes its first element as it is, where eager's starts
+    from an identity (cumsum 0, logcumsumexp -inf) and so turns a first -0 into +0."""
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        return ops.add(cast(ops, x.load(ops, idx), x.dtype, out), ops.constant(0.0, out))
+
+    return lazy(x.size, out, x.device, load, x)
+
+
 def cumsum(ctx: LoweringContext, x: TensorValue, dim: int, dtype: Any = None) -> StorageView:
-    return _scan(ctx, x, dim, _add, ctx.out_dtype())
+    # eager's running sum starts from +0: cumsum of [-0, -0] is [+0, +0] (halide seed 9103,
+    # program 2808, on every backend)
+    out = ctx.out_dtype()
+    return _scan(ctx, _plus_zero(x, out) if out.is_floating_point else x, dim, _add, out)
 
 
 def cumprod(ctx: LoweringContext, x: TensorValue, dim: int, dtype: Any = None) -> StorageView:
@@ -93,12 +106,8 @@ def logcumsumexp(ctx: LoweringContext, x: TensorValue, dim: int) -> StorageView:
     if not out.is_floating_point:
         raise Fallback("logcumsumexp of a non-float tensor")
 
-    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
-        # Eager starts from -inf: the first result is logaddexp(-inf, x) = x + 0.0, so +0 for -0
-        # (the scan takes the first element as it is); later results are never -0.
-        return ops.add(cast(ops, x.load(ops, idx), x.dtype, out), ops.constant(0.0, out))
-
-    return _scan(ctx, lazy(x.size, out, x.device, load, x), dim, _logaddexp, out)
+    # eager starts from -inf: the first result is logaddexp(-inf, x) = x + 0.0, +0 for -0
+    return _scan(ctx, _plus_zero(x, out), dim, _logaddexp, out)
 
 
 def _cum_extreme(

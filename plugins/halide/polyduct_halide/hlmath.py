@@ -186,6 +186,17 @@ def remainder(a: E, b: E, nofuse: E | None = None) -> E:
     return hl.select(fix, r + b, r)
 
 
+def negative_zero(zero: E | None, type_: hl.Type) -> E:
+    """-0.0 of float type `type_`, its sign bit set at run time on the pipeline's opaque zero
+    (`runtime.opaque_zero`). Halide's IR equality holds the constants -0.0 and +0.0 equal, and
+    its common-subexpression pass then makes one of the other: `select(c, 0.0, -0.0)` was +0
+    everywhere, `copysign(select(c, x, 0.0), -0.0)` positive (halide seed 9103, program 2461)."""
+    if zero is None:  # a kernel that stores nothing
+        return hl.cast(type_, -0.0)
+    bits = hl.UInt(type_.bits())
+    return hl.reinterpret(type_, hl.cast(bits, zero) | (hl.cast(bits, 1) << (type_.bits() - 1)))
+
+
 def copysign(a: E, b: E) -> E:
     """|a| with the sign bit of b."""
     a, b = ex(a), ex(b)

@@ -78,6 +78,8 @@ def literal(value: bool | float, dtype: torch.dtype) -> str:
         number = float(value)
         if dtype in LOW_PRECISION and math.isfinite(number):
             number = float(torch.tensor(number, dtype=dtype).float())
+        if number == 0 and math.copysign(1.0, number) < 0:
+            return f"_m.negative_zero(ZERO, {compute_type(dtype)})"
         return f"{_CONST[dtype]}({float_literal(number)})"
     info = torch.iinfo(dtype)
     number = int(value)
