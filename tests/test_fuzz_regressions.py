@@ -243,6 +243,15 @@ def _gradient_through_two_sorts(a1: torch.Tensor, a3: torch.Tensor) -> tuple[tor
     return (torch.sort(v1, dim=0, stable=True)[0].mean() / a3,)
 
 
+def _deep_reduction_body(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # floor_divide's rounding fixes share subexpressions deeply: Halide's strict_float() of the
+    # amin's values expanded them as a tree (5 minutes to define one update; halide seed 9103,
+    # program 2216). The values are now a Func the update reads.
+    v0 = a1.select(3, 1).mul(-1)
+    v1 = torch.floor_divide(a1, v0)
+    return (torch.atanh(torch.amin(v1, -2)), torch.cumprod(v1.clamp(-1.25, 1.25), 1))
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -445,6 +454,11 @@ CASES: dict[str, Case] = {
         _gradient_through_two_sorts,
         _program(InputSpec("a1", (7,), torch.float32, grad=True),
                  InputSpec("a3", (7,), torch.float32, grad=True), train=True),
+        ALL_BACKENDS,
+    ),
+    "deep_reduction_body": (
+        _deep_reduction_body,
+        _program(InputSpec("a1", (2, 2, 2, 2), torch.bfloat16, layout="transposed"), outputs=2),
         ALL_BACKENDS,
     ),
 }

@@ -165,9 +165,9 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         _function(out, f"_{red.name}", sig, red.lines, f"({', '.join(red.values)},)")
         out.line(f"{red.name}_dom, {red.name}_r = _rt.rdom({string_literal(red.name)}, RR)")
         out.line(
-            f"{red.name} = _rt.reduction({string_literal(red.name)}, xv, "
-            f"_{red.name}(*xv, *{red.name}_r), {string_literal(red.rtype)}, "
-            f"_rt.flat({red.name}_r, RR), {compute_type(red.dtype)}, STRICT_FLOAT)"
+            f"{red.name} = _rt.reduction({string_literal(red.name)}, xv, _{red.name}, "
+            f"{red.name}_r, RR, {string_literal(red.rtype)}, {compute_type(red.dtype)}, "
+            "STRICT_FLOAT)"
         )
         vector = string_literal(red.vector)
         out.line(f"SCHED.extend(('func', f, {vector}) for f in {red.name})")

@@ -82,32 +82,40 @@ def scatter(func: hl.Func, index: Any, value: Any, atomic: bool) -> None:
 def reduction(
     name: str,
     xv: list[hl.Var],
-    values: Values,
+    trace: Callable[..., Values],
+    rvars: Sequence[Any],
+    extents: Sequence[Any],
     rtype: str,
-    pos: Any,
     dtype: hl.Type,
     strict: bool = True,
 ) -> list[hl.Func]:
-    """Funcs over `xv` reducing `values` (traced over an RDom) with `rtype`; `strict`: the
-    pipeline's floats are IEEE's (the target's StrictFloat).
+    """Funcs over `xv` reducing the values `trace(*xv, *rvars)` with `rtype` over the RDom of
+    `rvars` (`extents`); `strict`: the pipeline's floats are IEEE's (the target's StrictFloat).
 
     The first `reduction_num_outputs(rtype)` Funcs are the op's results; any others are
     intermediate passes (all are scheduled like the results).
+
+    With `strict`, the values are a Func of pure variables that the update reads at the RVars
+    (inlined when lowering): `rfactor` (a reduction's vector lanes) simplifies the update before
+    lowering applies StrictFloat, and folded a `x * 0` written in it to 0 where x is infinite
+    (halide seed 9103, program 1075); Halide's `strict_float()` on the expression instead
+    rewrites it as a tree, exponential in a deep kernel's shared subexpressions (program 2216).
     """
     build, _ = m.REDUCTIONS[rtype]
+    if strict:
+        pure = [hl.Var(f"{name}_v{i}") for i in range(len(rvars))]
+        traced = trace(*xv, *pure)
+        source = hl.Func(f"{name}_values")
+        source[[*xv, *pure]] = tup(traced)
+        values = elems(source[[*xv, *rvars]], len(traced))
+    else:
+        values = list(trace(*xv, *rvars))
     # An update definition takes its RDom from the RVars its expressions mention: a value that
     # mentions none (the sum of a constant, counting elements) would be added once, not once per
     # element. The select (folded away when lowering) makes every value mention the position.
+    pos = flat(rvars, extents)
     at = ex(pos) >= 0
-    traced = [hl.select(at, v, v) for v in map(ex, values)]
-    return build(name, xv, [_strict(v) for v in traced] if strict else traced, pos, dtype)
-
-
-def _strict(value: hl.Expr) -> hl.Expr:
-    """A float value marked strict in the update definition itself: `rfactor` (vector lanes of a
-    reduction) simplifies its definition before lowering applies the target's StrictFloat, and
-    would fold `x * 0` to 0 where x is infinite (halide seed 9103, program 1075)."""
-    return hl.strict_float(value) if value.type().is_float() else value
+    return build(name, xv, [hl.select(at, v, v) for v in map(ex, values)], pos, dtype)
 
 
 def scan(
