@@ -145,3 +145,19 @@ def test_negative_zero_constants_and_running_sums(backend: str) -> None:
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     for want, got in zip(fn(x), compiled(x), strict=True):
         assert torch.equal(got, want) and torch.equal(got.signbit(), want.signbit())
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_arithmetic_wraps(backend: str, dtype: torch.dtype) -> None:
+    # Halide takes 32- and 64-bit signed arithmetic not to overflow: relu(x + x) of INT_MAX
+    # came out -2, and -INT_MIN widened to +2**31 in a cumsum (halide seed 9103, programs 3273
+    # and 3444). Torch wraps.
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.relu(x + x), torch.cumsum(-x, -1), torch.relu(x * 3 - 1), x.pow(3) > 0
+
+    info = torch.iinfo(dtype)
+    x = torch.tensor([[info.max, info.min, 5, -7], [info.max - 3, info.min + 1, 0, 1]], dtype=dtype)
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert torch.equal(got, want)

@@ -16,10 +16,13 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     c,
     div,
     ex,
+    iadd,
+    imul,
     is_float,
     isfinite,
     isinf,
     isnan,
+    isub,
     neg,
     signbit,
     split64,
@@ -263,8 +266,8 @@ def ipow(a: E, b: E) -> E:
     result, base = c(a, 1), a
     for i in range(a.type().bits()):
         bit = ((b >> c(b, i)) & c(b, 1)) != c(b, 0)
-        result = hl.select(bit, result * base, result)
-        base = base * base
+        result = hl.select(bit, imul(result, base), result)
+        base = imul(base, base)
     if a.type().is_uint():
         return result
     inverse = hl.select(

@@ -188,11 +188,41 @@ def signbit(x: E) -> E:
     return hl.reinterpret(hl.Int(width), x) < 0
 
 
+def _wraps(x: E) -> bool:
+    """Whether `x` is a signed integer of 32 bits or more: Halide takes arithmetic on those
+    not to overflow (and rewrites `max(x + x, 0)` or `int64(-x)` so), where torch wraps."""
+    t = x.type()
+    return t.is_int() and t.bits() >= 32
+
+
+def _unsigned(op: Any, *xs: E) -> E:
+    """`op` of `xs` in the unsigned type of their width, whose arithmetic wraps, as theirs."""
+    t = xs[0].type()
+    u = hl.UInt(t.bits())
+    return hl.reinterpret(t, op(*(hl.reinterpret(u, x) for x in xs)))
+
+
+def iadd(a: E, b: E) -> E:
+    """a + b, wrapping as torch's integers (see `_wraps`)."""
+    a, b = ex(a), ex(b)
+    return _unsigned(lambda x, y: x + y, a, b) if _wraps(a) else a + b
+
+
+def isub(a: E, b: E) -> E:
+    a, b = ex(a), ex(b)
+    return _unsigned(lambda x, y: x - y, a, b) if _wraps(a) else a - b
+
+
+def imul(a: E, b: E) -> E:
+    a, b = ex(a), ex(b)
+    return _unsigned(lambda x, y: x * y, a, b) if _wraps(a) else a * b
+
+
 def neg(x: E) -> E:
-    """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0)."""
+    """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0), integers wrap."""
     x = ex(x)
     if not is_float(x):
-        return -x
+        return _unsigned(lambda u: hl.cast(u.type(), 0) - u, x) if _wraps(x) else -x
     it = hl.Int(x.type().bits())
     return hl.reinterpret(
         x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1))

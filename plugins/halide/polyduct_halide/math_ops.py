@@ -15,6 +15,16 @@ from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, bits, compute_
 BOOL = torch.bool
 
 
+WRAPPING = (torch.int32, torch.int64)
+
+
+def _arith(x: Value, boolean: str, wrapping: str, plain: str) -> str:
+    """The format of a binary arithmetic op on `x`'s dtype."""
+    if x.dtype == BOOL:
+        return boolean
+    return f"_m.{wrapping}({{a}}, {{b}})" if x.dtype in WRAPPING else plain
+
+
 class HalideElementwiseOps:
     """Arithmetic, comparisons, bitwise and elementwise math; needs an `em` Emitter."""
 
@@ -40,14 +50,15 @@ class HalideElementwiseOps:
         return self._m(fn, *xs, Value("NOFUSE", xs[0].dtype))
 
     # arithmetic
+    # int32 and int64 wrap through `_m.iadd`... (Halide takes them not to overflow)
     def add(self, x0: Value, x1: Value) -> Value:
-        return self._b("{a} | {b}" if x0.dtype == BOOL else "{a} + {b}", x0, x1)
+        return self._b(_arith(x0, "{a} | {b}", "iadd", "{a} + {b}"), x0, x1)
 
     def sub(self, x0: Value, x1: Value) -> Value:
-        return self._b("{a} != {b}" if x0.dtype == BOOL else "{a} - {b}", x0, x1)
+        return self._b(_arith(x0, "{a} != {b}", "isub", "{a} - {b}"), x0, x1)
 
     def mul(self, x0: Value, x1: Value) -> Value:
-        return self._b("{a} & {b}" if x0.dtype == BOOL else "{a} * {b}", x0, x1)
+        return self._b(_arith(x0, "{a} & {b}", "imul", "{a} * {b}"), x0, x1)
 
     def mul_rn(self, x: Value, y: Value) -> Value:
         return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT, NOFUSE)", x, y)
