@@ -131,6 +131,11 @@ class Capabilities:
     # device type -> the longest dim a generated sort (sort, topk) handles; past it, or at a
     # symbolic length, the sort is a library call (the fallback report says why). Absent: no limit.
     sort_limits: Mapping[str, int] = field(default_factory=dict)
+    # Whether a kernel may write an output over a dying input it reads (in-place reuse). Sound
+    # where every output is computed per element, member by member; a backend that computes its
+    # outputs one after another, each over the whole range (Halide's pipeline outputs), declares
+    # False: there an output written first would overwrite what a later one still reads.
+    inplace: bool = True
 
 
 class KernelBackend(ABC):

@@ -203,7 +203,9 @@ def schedule_kernels(c: Compilation, prog: GraphProgram) -> GraphProgram:
     """IR -> fusion groups and their kernel specs, never fusing across an override barrier."""
     assert prog.lowered is not None
     graph = prog.lowered.graph
-    planned = plan(graph, schedule_segments(graph, prog.lowered.lowering.barriers))
+    caps = c.plugins.kernel_backends.get(prog.kernels).backend_cls.caps
+    items = schedule_segments(graph, prog.lowered.lowering.barriers)
+    planned = plan(graph, items, inplace=caps.inplace)
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
     return dataclasses.replace(prog, planned=planned, specs=specs)
 

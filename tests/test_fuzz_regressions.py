@@ -252,6 +252,14 @@ def _deep_reduction_body(a1: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (torch.atanh(torch.amin(v1, -2)), torch.cumprod(v1.clamp(-1.25, 1.25), 1))
 
 
+def _norm_then_its_min(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # The norm's square root was written over the sum of squares it reads (in place), and
+    # Halide realised that output before the min that also reads the sums: min(sqrt(sqrt(s)))
+    # (halide seed 9103, program 3484). Halide kernels no longer write outputs in place.
+    v1 = torch.linalg.vector_norm(a0, 2, 0)
+    return torch.min(v1, -1)[0], v1
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -459,6 +467,11 @@ CASES: dict[str, Case] = {
     "deep_reduction_body": (
         _deep_reduction_body,
         _program(InputSpec("a1", (2, 2, 2, 2), torch.bfloat16, layout="transposed"), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "norm_then_its_min": (
+        _norm_then_its_min,
+        _program(InputSpec("a0", (2, 2), torch.float64), outputs=2),
         ALL_BACKENDS,
     ),
 }

@@ -71,8 +71,9 @@ def _readers(items: Sequence[Item], graph: IRGraph) -> dict[str, set[int]]:
     return readers
 
 
-def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
-    """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order).
+def plan(graph: IRGraph, items: Sequence[Item], inplace: bool = True) -> Planned:
+    """KernelSpecs for every group (named `kernel0`, `kernel1`, ... in order); `inplace`: an
+    output may take a dying input's storage (the kernel backend's `Capabilities.inplace`).
 
     A kernel structurally identical to an earlier one (`kernel_key`: the same source but for
     names) takes the earlier one's name, so it is generated and compiled once and called twice.
@@ -88,7 +89,9 @@ def plan(graph: IRGraph, items: Sequence[Item]) -> Planned:
             out.append(item)
             existing.update(item.outputs)
             continue
-        kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing, fresh)
+        kernel = _plan_group(
+            graph, item, f"kernel{count}", i, readers, existing, fresh if inplace else None
+        )
         if not any(b.role in ("out", "inout") for b in kernel.spec.buffers):
             continue  # its results are overwritten before anything reads them (`v.fill_(0)`)
         existing.update(b.name for b in kernel.spec.buffers)
@@ -108,8 +111,9 @@ def _plan_group(
     pos: int,
     readers: dict[str, set[int]],
     existing: set[str],
-    fresh: set[str],
+    fresh: set[str] | None,
 ) -> KernelPlan:
+    """The plan of one group; `fresh` None: no output takes an input's storage."""
     written = list(dict.fromkeys(b for m in group.members for b in m.node.outputs))
     external = {
         b for b in written if readers.get(b, set()) - {pos} or graph.buffers[b].kind != "computed"
@@ -123,7 +127,10 @@ def _plan_group(
                 copies.append((buf, (acc, graph.buffers[buf].layout, m.x)))
     removed = {b for b in written if b not in external and b not in renames}
     candidates = (set(written) - removed - set(renames)) | {buf for buf, _ in copies}
-    inplace = _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
+    inplace = (
+        {} if fresh is None
+        else _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
+    )
     kernel_stages = stages(group, renames | inplace, removed, copies)
     buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
     ranges = group.outer or (sympy.Integer(1),)

@@ -116,7 +116,10 @@ class HalideBackend(KernelBackend):
     """Fused kernels as Halide pipelines, JIT-compiled for the host through the halide package."""
 
     name: ClassVar[str] = "halide"
-    caps: ClassVar[Capabilities] = Capabilities(devices=frozenset({"cpu", "cuda"}), dtypes=DTYPES)
+    # a pipeline realises its outputs one after another: no output overwrites an input in place
+    caps: ClassVar[Capabilities] = Capabilities(
+        devices=frozenset({"cpu", "cuda"}), dtypes=DTYPES, inplace=False
+    )
     ops_cls: ClassVar[type] = HalideOps
 
     def __init__(self, options: HalideOptions | None = None) -> None:

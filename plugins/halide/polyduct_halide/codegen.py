@@ -69,18 +69,19 @@ def _estimate(spec: KernelSpec) -> int:
 
 
 def _outputs(spec: KernelSpec, trace: KernelTrace) -> list[str]:
-    """Written buffers in the order the kernel first stores them (its members' order). Halide
-    realises a pipeline's outputs one after another, each in its own loops, where the other
-    backends run every member per element: an output taking a dying input's storage in place
-    is one no later member reads (`scheduling.plan._inplace`), so realising outputs in member
-    order reads every in-place buffer before it is overwritten. Putting in-place outputs last
-    was not enough: two of them, the second scatter of a backward read a gradient whose storage
-    the next member's output had taken (halide seed 9103, program 1989)."""
+    """Written buffers: new ones first, then those holding data before the kernel (`inout`: a
+    scatter's target), each group in the order the kernel first stores them. Halide realises a
+    pipeline's outputs one after another, each over its whole range (with the reductions and
+    scans it reads), so every read of an `inout` buffer's old data must come first: its readers
+    are earlier members (a backward's second scatter read the first's result: halide seed 9103,
+    program 1989) or reductions an output of a later stage reads (program 3484). Outputs never
+    take an input's storage here (`Capabilities.inplace`)."""
     first: dict[str, None] = {}
     for st in trace.stages:
         first.update((f.removesuffix("_out"), None) for f in st.stores)
         first.update((arg, None) for arg, *_ in st.reduction_stores)
-    return list(first)
+    updated = {trace.names[b.name] for b in spec.args if b.role == "inout"}
+    return sorted(first, key=lambda name: name in updated)
 
 
 def _input_args(spec: KernelSpec) -> list[str]:
