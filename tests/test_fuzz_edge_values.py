@@ -153,11 +153,16 @@ def test_integer_arithmetic_wraps(backend: str, dtype: torch.dtype) -> None:
     # Halide takes 32- and 64-bit signed arithmetic not to overflow: relu(x + x) of INT_MAX
     # came out -2, and -INT_MIN widened to +2**31 in a cumsum (halide seed 9103, programs 3273
     # and 3444). Torch wraps.
-    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return torch.relu(x + x), torch.cumsum(-x, -1), torch.relu(x * 3 - 1), x.pow(3) > 0
+    # Computing them unsigned must not reach a float: Halide folds uint(int(f)) into a
+    # saturating uint(f), and (-4.2).to(int) ** 3 came out -1 (program 4813).
+    def fn(x: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        i = f.to(dtype)
+        return (torch.relu(x + x), torch.cumsum(-x, -1), torch.relu(x * 3 - 1), x.pow(3) > 0,
+                i.pow(3), i * i - i, -i)
 
     info = torch.iinfo(dtype)
     x = torch.tensor([[info.max, info.min, 5, -7], [info.max - 3, info.min + 1, 0, 1]], dtype=dtype)
+    f = torch.tensor([[-4.2, -2.5, 3.1, 1.0], [0.3, -1.9, 5.5, -100.0]])
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
-    for want, got in zip(fn(x), compiled(x), strict=True):
+    for want, got in zip(fn(x, f), compiled(x, f), strict=True):
         assert torch.equal(got, want)

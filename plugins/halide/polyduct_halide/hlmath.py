@@ -260,14 +260,15 @@ def fpow(a: E, b: E) -> E:
     return via64(hl.pow, a, b)
 
 
-def ipow(a: E, b: E) -> E:
-    """Integer power by squaring, wrapping in the type; negative exponents as torch."""
+def ipow(a: E, b: E, zero: E | None = None) -> E:
+    """Integer power by squaring, wrapping in the type; negative exponents as torch (`zero`:
+    the pipeline's opaque zero, see `hlspecial.iadd`)."""
     a, b = ex(a), ex(b)
     result, base = c(a, 1), a
     for i in range(a.type().bits()):
         bit = ((b >> c(b, i)) & c(b, 1)) != c(b, 0)
-        result = hl.select(bit, imul(result, base), result)
-        base = imul(base, base)
+        result = hl.select(bit, imul(result, base, zero), result)
+        base = imul(base, base, zero)
     if a.type().is_uint():
         return result
     inverse = hl.select(

@@ -188,41 +188,43 @@ def signbit(x: E) -> E:
     return hl.reinterpret(hl.Int(width), x) < 0
 
 
-def _wraps(x: E) -> bool:
-    """Whether `x` is a signed integer of 32 bits or more: Halide takes arithmetic on those
-    not to overflow (and rewrites `max(x + x, 0)` or `int64(-x)` so), where torch wraps."""
-    t = x.type()
-    return t.is_int() and t.bits() >= 32
-
-
-def _unsigned(op: Any, *xs: E) -> E:
-    """`op` of `xs` in the unsigned type of their width, whose arithmetic wraps, as theirs."""
-    t = xs[0].type()
+def _wrapping(op: Any, a: E, b: E, zero: E | None) -> E:
+    """`op(a, b)` on integers, wrapping as torch's do. Halide takes signed arithmetic of 32 bits
+    or more not to overflow and rewrites by it (`max(x + x, 0)` of INT_MAX gave -2, `int64(-x)`
+    of INT_MIN +2**31: halide seed 9103, programs 3273 and 3444). int32 is computed in int64 and
+    narrowed (which wraps); int64 in uint64. Its operands first get the pipeline's opaque `zero`
+    added: Halide folds `uint64(int64(f))` of a float f into `uint64(f)`, which saturates a
+    negative f (program 4813)."""
+    t = a.type()
+    if not t.is_int() or t.bits() < 32:
+        return op(a, b)
+    if t.bits() == 32:
+        wide = hl.Int(64)
+        return hl.cast(t, op(hl.cast(wide, a), hl.cast(wide, b)))
+    if zero is not None:
+        a, b = a + hl.cast(t, zero), b + hl.cast(t, zero)
     u = hl.UInt(t.bits())
-    return hl.reinterpret(t, op(*(hl.reinterpret(u, x) for x in xs)))
+    return hl.reinterpret(t, op(hl.reinterpret(u, a), hl.reinterpret(u, b)))
 
 
-def iadd(a: E, b: E) -> E:
-    """a + b, wrapping as torch's integers (see `_wraps`)."""
-    a, b = ex(a), ex(b)
-    return _unsigned(lambda x, y: x + y, a, b) if _wraps(a) else a + b
+def iadd(a: E, b: E, zero: E | None = None) -> E:
+    """a + b of integers, wrapping (see `_wrapping`)."""
+    return _wrapping(lambda x, y: x + y, ex(a), ex(b), zero)
 
 
-def isub(a: E, b: E) -> E:
-    a, b = ex(a), ex(b)
-    return _unsigned(lambda x, y: x - y, a, b) if _wraps(a) else a - b
+def isub(a: E, b: E, zero: E | None = None) -> E:
+    return _wrapping(lambda x, y: x - y, ex(a), ex(b), zero)
 
 
-def imul(a: E, b: E) -> E:
-    a, b = ex(a), ex(b)
-    return _unsigned(lambda x, y: x * y, a, b) if _wraps(a) else a * b
+def imul(a: E, b: E, zero: E | None = None) -> E:
+    return _wrapping(lambda x, y: x * y, ex(a), ex(b), zero)
 
 
-def neg(x: E) -> E:
+def neg(x: E, zero: E | None = None) -> E:
     """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0), integers wrap."""
     x = ex(x)
     if not is_float(x):
-        return _unsigned(lambda u: hl.cast(u.type(), 0) - u, x) if _wraps(x) else -x
+        return isub(hl.cast(x.type(), 0), x, zero)
     it = hl.Int(x.type().bits())
     return hl.reinterpret(
         x.type(), hl.reinterpret(it, x) ^ (hl.cast(it, 1) << (x.type().bits() - 1))

@@ -22,7 +22,7 @@ def _arith(x: Value, boolean: str, wrapping: str, plain: str) -> str:
     """The format of a binary arithmetic op on `x`'s dtype."""
     if x.dtype == BOOL:
         return boolean
-    return f"_m.{wrapping}({{a}}, {{b}})" if x.dtype in WRAPPING else plain
+    return f"_m.{wrapping}({{a}}, {{b}}, ZERO)" if x.dtype in WRAPPING else plain
 
 
 class HalideElementwiseOps:
@@ -64,7 +64,7 @@ class HalideElementwiseOps:
         return self._b("_m.mul_rn({a}, {b}, STRICT_FLOAT, NOFUSE)", x, y)
 
     def neg(self, x0: Value) -> Value:
-        return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x})", x0)
+        return self._u("{x}" if x0.dtype == BOOL else "_m.neg({x}, ZERO)", x0)
 
     # Float divisions go through `_m.div`: a divisor that folds to a constant zero must not
     # reach Halide, which refuses to compile one.
@@ -127,7 +127,9 @@ class HalideElementwiseOps:
         return self._b("_m.minimum({a}, {b})", x0, x1)
 
     def pow(self, x0: Value, x1: Value) -> Value:
-        return self._m("fpow" if x0.dtype in FLOATS else "ipow", x0, x1)
+        if x0.dtype in FLOATS:
+            return self._m("fpow", x0, x1)
+        return self._b("_m.ipow({a}, {b}, ZERO)", x0, x1)
 
     def hypot(self, x0: Value, x1: Value) -> Value:
         return self._m("hypot", x0, x1)
