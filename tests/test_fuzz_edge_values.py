@@ -166,3 +166,18 @@ def test_integer_arithmetic_wraps(backend: str, dtype: torch.dtype) -> None:
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     for want, got in zip(fn(x, f), compiled(x, f), strict=True):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_magnitudes_of_negative_zero_are_positive(backend: str, dtype: torch.dtype) -> None:
+    # Halide's abs of a float64 (hypot widens float32 to it) kept the sign of -0.0: hypot(-0, -0)
+    # was -0 and its reciprocal -inf (halide seed 9103, program 4926).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return 1 / torch.hypot(x, x), 1 / x.abs(), torch.hypot(x, -x)
+
+    x = torch.tensor([-0.0, 0.0, -1.5, float("nan"), float("-inf")] * 4, dtype=dtype)
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True)
+        assert torch.equal(got.signbit(), want.signbit())

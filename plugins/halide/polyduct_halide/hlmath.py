@@ -16,6 +16,7 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     c,
     div,
     ex,
+    fabs,
     iadd,
     imul,
     is_float,
@@ -285,7 +286,7 @@ def hypot(a: E, b: E) -> E:
 
 
 def _hypot(a: E, b: E) -> E:
-    a, b = hl.abs(ex(a)), hl.abs(ex(b))
+    a, b = fabs(a), fabs(b)
     big, small = hl.max(a, b), hl.min(a, b)
     ratio = hl.select(big == c(big, 0), c(big, 0), small / big)
     value = big * hl.sqrt(c(big, 1) + ratio * ratio)

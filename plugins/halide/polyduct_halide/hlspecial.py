@@ -220,6 +220,17 @@ def imul(a: E, b: E, zero: E | None = None) -> E:
     return _wrapping(lambda x, y: x * y, ex(a), ex(b), zero)
 
 
+def fabs(x: E) -> E:
+    """|x|: floats clear the sign bit (Halide's abs of a float64 widened from -0.0f kept it:
+    hypot(-0, -0) was -0, 1 / hypot -inf; halide seed 9103, program 4926)."""
+    x = ex(x)
+    if not is_float(x):
+        return hl.abs(x)
+    bits = x.type().bits()
+    u = hl.UInt(bits)
+    return hl.reinterpret(x.type(), hl.reinterpret(u, x) & ~(hl.cast(u, 1) << (bits - 1)))
+
+
 def neg(x: E, zero: E | None = None) -> E:
     """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0), integers wrap."""
     x = ex(x)

@@ -98,7 +98,7 @@ class HalideElementwiseOps:
 
     def abs(self, x0: Value) -> Value:
         if x0.dtype in FLOATS:
-            return self._u("hl.abs({x})", x0)
+            return self._m("fabs", x0)
         if x0.dtype in SIGNED:
             return self._u(f"hl.cast({compute_type(x0.dtype)}, hl.abs({{x}}))", x0)
         return self._u("{x}", x0)
