@@ -138,8 +138,11 @@ def copy_shape(g: Gen) -> Emit | None:
         return Emit(f"{fn}([{x.name}, {y.name}], {d})", x.exact and y.exact)
     if form == "pad" and r:
         k = g.rng.randint(1, min(r, 3))
-        pads = ", ".join(str(g.rng.randint(-1, 2)) for _ in range(2 * k))
+        widths = [g.rng.randint(-1, 2) for _ in range(2 * k)]
         mode = g.choice(("constant", "constant", "reflect", "replicate", "circular"))
+        if mode == "circular":  # eager reads memory no one wrote for a negative one (CUDA seed
+            widths = [max(w, 0) for w in widths]  # 12, program 1716): undefined, not tested
+        pads = ", ".join(map(str, widths))
         if mode == "constant":
             value = g.choice(("0", "1", "-2")) if not x.is_float() else g.choice(("0.5", "-1.0"))
             return Emit(f"torch.nn.functional.pad({x.name}, ({pads}), value={value})", x.exact)
