@@ -154,11 +154,12 @@ def test_integer_arithmetic_wraps(backend: str, dtype: torch.dtype) -> None:
     # came out -2, and -INT_MIN widened to +2**31 in a cumsum (halide seed 9103, programs 3273
     # and 3444). Torch wraps.
     # Computing them unsigned must not reach a float: Halide folds uint(int(f)) into a
-    # saturating uint(f), and (-4.2).to(int) ** 3 came out -1 (program 4813).
+    # saturating uint(f), and (-4.2).to(int) ** 3 came out -1 (program 4813). abs(INT_MIN) is
+    # INT_MIN: Halide took its abs as non-negative, and copysign(abs(x), 1) kept the sign (5408).
     def fn(x: torch.Tensor, f: torch.Tensor) -> tuple[torch.Tensor, ...]:
         i = f.to(dtype)
         return (torch.relu(x + x), torch.cumsum(-x, -1), torch.relu(x * 3 - 1), x.pow(3) > 0,
-                i.pow(3), i * i - i, -i)
+                i.pow(3), i * i - i, -i, torch.copysign(x.abs(), True))
 
     info = torch.iinfo(dtype)
     x = torch.tensor([[info.max, info.min, 5, -7], [info.max - 3, info.min + 1, 0, 1]], dtype=dtype)

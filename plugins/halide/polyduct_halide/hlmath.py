@@ -17,6 +17,7 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     div,
     ex,
     fabs,
+    iabs,
     iadd,
     imul,
     is_float,

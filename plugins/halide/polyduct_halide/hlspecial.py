@@ -231,6 +231,14 @@ def fabs(x: E) -> E:
     return hl.reinterpret(x.type(), hl.reinterpret(u, x) & ~(hl.cast(u, 1) << (bits - 1)))
 
 
+def iabs(x: E, zero: E | None = None) -> E:
+    """|x| of a signed integer, wrapping: abs(INT64_MIN) is INT64_MIN, as torch's. Halide's
+    abs is unsigned, and cast back to the signed type it was taken to be non-negative: a
+    copysign by +1 of its float then kept the sign (halide seed 9103, program 5408)."""
+    x = ex(x)
+    return hl.select(x < hl.cast(x.type(), 0), neg(x, zero), x)
+
+
 def neg(x: E, zero: E | None = None) -> E:
     """-x; floats flip the sign bit (Halide's 0 - x would lose -0.0), integers wrap."""
     x = ex(x)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from polyduct.codegen import Value
-from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, bits, compute_type
+from polyduct_halide.values import FLOATS, INTS, SIGNED, Emitter, bits
 
 BOOL = torch.bool
 
@@ -100,7 +100,7 @@ class HalideElementwiseOps:
         if x0.dtype in FLOATS:
             return self._m("fabs", x0)
         if x0.dtype in SIGNED:
-            return self._u(f"hl.cast({compute_type(x0.dtype)}, hl.abs({{x}}))", x0)
+            return self._u("_m.iabs({x}, ZERO)", x0)
         return self._u("{x}", x0)
 
     def square(self, x0: Value) -> Value:
