@@ -65,6 +65,14 @@ class HalideStructuralOps:
         arg = self.t.names[name]
         self.t.used_args.add(arg)
         self.t.stage.loads.append(sympy.sympify(index))
+        func = f"{arg}_out"
+        if any(func in st.stores for st in self.t.stages):
+            # What an earlier member stored into a buffer that held data before the kernel:
+            # read from its output Func, so that Halide realises that output first (from the
+            # input it would read the data from before the kernel, where another output is
+            # realised before it: `x.unfold(...).neg_()` then read; halide seed 9103, 8586).
+            idx = self._index(index, name, f"{func}.output_buffer().dim(0).extent()")
+            return self.em.emit(f"_m.decode({func}[{idx}], {_dt(buf.dtype)})", buf.dtype)
         idx = self._index(index, name, f"{arg}.dim(0).extent()")
         return self.em.emit(f"_m.load({arg}, {idx}, {_dt(buf.dtype)})", buf.dtype)
 
