@@ -89,9 +89,7 @@ def plan(graph: IRGraph, items: Sequence[Item], inplace: bool = True) -> Planned
             out.append(item)
             existing.update(item.outputs)
             continue
-        kernel = _plan_group(
-            graph, item, f"kernel{count}", i, readers, existing, fresh if inplace else None
-        )
+        kernel = _plan_group(graph, item, f"kernel{count}", i, readers, existing, fresh, inplace)
         if not any(b.role in ("out", "inout") for b in kernel.spec.buffers):
             continue  # its results are overwritten before anything reads them (`v.fill_(0)`)
         existing.update(b.name for b in kernel.spec.buffers)
@@ -111,9 +109,10 @@ def _plan_group(
     pos: int,
     readers: dict[str, set[int]],
     existing: set[str],
-    fresh: set[str] | None,
+    fresh: set[str],
+    inplace_ok: bool,
 ) -> KernelPlan:
-    """The plan of one group; `fresh` None: no output takes an input's storage."""
+    """The plan of one group; `inplace_ok`: an output may take a dying input's storage."""
     written = list(dict.fromkeys(b for m in group.members for b in m.node.outputs))
     external = {
         b for b in written if readers.get(b, set()) - {pos} or graph.buffers[b].kind != "computed"
@@ -128,8 +127,8 @@ def _plan_group(
     removed = {b for b in written if b not in external and b not in renames}
     candidates = (set(written) - removed - set(renames)) | {buf for buf, _ in copies}
     inplace = (
-        {} if fresh is None
-        else _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
+        _inplace(graph, group, pos, readers, candidates, existing, copies, fresh)
+        if inplace_ok else {}
     )
     kernel_stages = stages(group, renames | inplace, removed, copies)
     buffers = _buffers(graph, group, renames, removed, copies, existing, inplace)
