@@ -1,28 +1,37 @@
 #!/usr/bin/env bash
-# The fuzz campaign on a CUDA machine, run from the repository root (torch and Triton installed, no
-# Halide, no network): install the core and the C++ and Triton plugins into the machine's Python,
-# then run `polyduct fuzz --backend triton --device cuda` and, beside it on the spare cores, a C++
-# and a reference campaign on other seeds, each under `timeout`. Results in $OUT: per campaign a
-# directory (results.jsonl, shrunk reproducers fail_*.py, the summary table) and a log, and
-# $OUT/summary.txt with the counts of every campaign (written even when a campaign ran out of time).
+# The fuzz campaigns of a CUDA machine, run from the repository root (torch and Triton installed,
+# no Halide, no network): install the core and the C++ and Triton plugins into the machine's
+# Python, then run `polyduct fuzz --backend triton --device cuda` and, beside it on the spare
+# cores, the CPU campaigns listed in POLYDUCT_FUZZ_CPU_CAMPAIGNS, each under `timeout`. Results
+# in $OUT: per campaign a directory (results.jsonl, shrunk reproducers fail_*.py, the summary
+# table) and a log, and $OUT/summary.txt with the counts of every campaign (written even when a
+# campaign ran out of time). A campaign cut short by the limit continues in a later run with
+# `start` set to the first index its results.jsonl lacks.
 #
 #   OUT=out/gpu-fuzz POLYDUCT_FUZZ_GRAPHS=2000 POLYDUCT_FUZZ_JOBS=8 bash bench/gpu_fuzz_job.sh
+#   OUT=out/gpu-fuzz POLYDUCT_FUZZ_GRAPHS=0 \
+#       POLYDUCT_FUZZ_CPU_CAMPAIGNS="cpp:9201:0:10000:7 triton:9202:0:10000:7" \
+#       bash bench/gpu_fuzz_job.sh
 #
-# POLYDUCT_FUZZ_GRAPHS   CUDA programs (default 2000)      POLYDUCT_FUZZ_JOBS      CUDA workers (8)
-# POLYDUCT_FUZZ_CPU_GRAPHS programs per CPU campaign (2000) POLYDUCT_FUZZ_CPU_JOBS workers each (3)
-# POLYDUCT_FUZZ_LIMIT    seconds each campaign may run (3000)  POLYDUCT_FUZZ_SEED  CUDA seed (1)
-# POLYDUCT_FUZZ_CPU=0    no CPU campaigns                  POLYDUCT_FUZZ_NO_INSTALL=1  skip pip
+# POLYDUCT_FUZZ_GRAPHS   CUDA programs (2000; 0: none)  POLYDUCT_FUZZ_JOBS  CUDA workers (8)
+# POLYDUCT_FUZZ_SEED     CUDA seed (1)                   POLYDUCT_FUZZ_START first CUDA index (0)
+# POLYDUCT_FUZZ_CPU_CAMPAIGNS  space-separated backend:seed:start:graphs:jobs, run on the CPU
+#                        (triton under its interpreter); default "cpp:1001:0:2000:3
+#                        reference:2001:0:2000:3"; empty: none
+# POLYDUCT_FUZZ_LIMIT    seconds each campaign may run (3000)
+# POLYDUCT_FUZZ_NO_INSTALL=1  skip pip
 set -uo pipefail
 OUT=${OUT:-out/gpu-fuzz}
 GRAPHS=${POLYDUCT_FUZZ_GRAPHS:-2000}
 JOBS=${POLYDUCT_FUZZ_JOBS:-8}
-CPU_GRAPHS=${POLYDUCT_FUZZ_CPU_GRAPHS:-2000}
-CPU_JOBS=${POLYDUCT_FUZZ_CPU_JOBS:-3}
-LIMIT=${POLYDUCT_FUZZ_LIMIT:-3000}
 SEED=${POLYDUCT_FUZZ_SEED:-1}
+START=${POLYDUCT_FUZZ_START:-0}
+CPU_CAMPAIGNS=${POLYDUCT_FUZZ_CPU_CAMPAIGNS-"cpp:1001:0:2000:3 reference:2001:0:2000:3"}
+LIMIT=${POLYDUCT_FUZZ_LIMIT:-3000}
 PYTHON=${PYTHON:-python3}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 POLYDUCT_CACHE_DIR=${POLYDUCT_CACHE_DIR:-/tmp/polyduct-fuzz-cache}
+export PYTHONUNBUFFERED=1
+CACHE=${POLYDUCT_CACHE_DIR:-/tmp/polyduct-fuzz-cache}
 unset TRITON_INTERPRET
 if [ -z "${POLYDUCT_FUZZ_NO_INSTALL:-}" ]; then
     "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e . -e plugins/cpp -e plugins/triton \
@@ -30,23 +39,30 @@ if [ -z "${POLYDUCT_FUZZ_NO_INSTALL:-}" ]; then
 fi
 "$PYTHON" -m polyduct backends > "$OUT/backends.txt" 2>&1
 
-campaign() {  # name backend device seed graphs jobs
-    local name=$1 backend=$2 device=$3 seed=$4 graphs=$5 jobs=$6
-    local start=$SECONDS
-    timeout "$LIMIT" "$PYTHON" -m polyduct fuzz --backend "$backend" --device "$device" \
-        --seed "$seed" --graphs "$graphs" --jobs "$jobs" --timeout 300 --shrink-seconds 120 \
+campaign() {  # name backend device seed start graphs jobs
+    local name=$1 backend=$2 device=$3 seed=$4 start=$5 graphs=$6 jobs=$7
+    local begun=$SECONDS
+    POLYDUCT_CACHE_DIR="$CACHE-$name" timeout "$LIMIT" "$PYTHON" -m polyduct fuzz \
+        --backend "$backend" --device "$device" --seed "$seed" --start "$start" \
+        --graphs "$graphs" --jobs "$jobs" --timeout 300 --shrink-seconds 120 \
         --out "$OUT/$name" > "$OUT/$name.log" 2>&1
     local rc=$?
-    echo "$name: exit $rc after $((SECONDS - start)) s" | tee -a "$OUT/exits.txt"
+    echo "$name: exit $rc after $((SECONDS - begun)) s" | tee -a "$OUT/exits.txt"
 }
 
-campaign cuda-triton triton cuda "$SEED" "$GRAPHS" "$JOBS" &
-if [ "${POLYDUCT_FUZZ_CPU:-1}" != 0 ]; then
-    # kernels on the CPU run one thread each: the cores are the campaigns' workers
-    OMP_NUM_THREADS=1 campaign cpu-cpp cpp cpu "$((SEED + 1000))" "$CPU_GRAPHS" "$CPU_JOBS" &
-    OMP_NUM_THREADS=1 campaign cpu-reference reference cpu "$((SEED + 2000))" "$CPU_GRAPHS" \
-        "$CPU_JOBS" &
+if [ "$GRAPHS" -gt 0 ]; then
+    campaign cuda-triton triton cuda "$SEED" "$START" "$GRAPHS" "$JOBS" &
 fi
+for spec in $CPU_CAMPAIGNS; do
+    IFS=: read -r backend seed start graphs jobs <<< "$spec"
+    # kernels on the CPU run one thread each: the cores are the campaigns' workers
+    if [ "$backend" = triton ]; then
+        TRITON_INTERPRET=1 OMP_NUM_THREADS=1 \
+            campaign "cpu-$backend" "$backend" cpu "$seed" "$start" "$graphs" "$jobs" &
+    else
+        OMP_NUM_THREADS=1 campaign "cpu-$backend" "$backend" cpu "$seed" "$start" "$graphs" "$jobs" &
+    fi
+done
 wait
 
 # counts from results.jsonl (a campaign stopped by `timeout` writes no summary table of its own)
@@ -63,7 +79,11 @@ for results in sorted(out.glob("*/results.jsonl")):
     seconds = sum(r["seconds"] for r in rows)
     rate = len(rows) / seconds if seconds else 0.0
     parts = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-    print(f"{results.parent.name}: {len(rows)} graphs ({parts}); {rate:.2f} graphs/s per worker")
+    done = sorted(r["index"] for r in rows)
+    span = f"indices {done[0]}..{done[-1]}" if done else "no programs"
+    gaps = sorted(set(range(done[0], done[-1] + 1)) - set(done)) if done else []
+    print(f"{results.parent.name}: {len(rows)} graphs, {span}, {len(gaps)} missing inside "
+          f"({parts}); {rate:.2f} graphs/s per worker")
     for r in rows:
         if r["status"] in ("mismatch", "crash", "timeout"):
             first = (r["detail"].strip().splitlines() or [""])[0][:160]

@@ -213,15 +213,25 @@ class IRGraph:
 
     def realize_as(self, value: Lazy, layout: Layout) -> StorageView:
         """Compute `value` into a new buffer with `layout` (one pointwise node)."""
-        name = self.add_buffer("computed", layout)
+        return self._compute(value, layout, layout)
+
+    def realize_within(self, value: Lazy, layout: Layout) -> StorageView:
+        """Compute `value` into a new flat buffer of `layout.extent()` elements through the view
+        `layout` of it: the view keeps its element offset (its storage offset is `layout.offset`)."""
+        one, zero = sympy.Integer(1), sympy.Integer(0)
+        flat = Layout((layout.extent(),), (one,), zero, layout.dtype, layout.device)
+        return self._compute(value, flat, layout)
+
+    def _compute(self, value: Lazy, buffer: Layout, view: Layout) -> StorageView:
+        name = self.add_buffer("computed", buffer)
         fn = value.fn
 
         def body(ops: OpHandler[Any], x: Sequence[Expr], r: Sequence[Expr]) -> None:
-            ops.store(name, layout.index(x), fn(ops, x))
+            ops.store(name, view.index(x), fn(ops, x))
 
-        node = ComputeNode(self.new_name("node"), "pointwise", layout.size, (), body, (name,))
+        node = ComputeNode(self.new_name("node"), "pointwise", view.size, (), body, (name,))
         self.nodes.append(node)
-        return StorageView(name, layout)
+        return StorageView(name, view)
 
 
 class Token:

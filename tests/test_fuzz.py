@@ -204,3 +204,18 @@ def test_fixed_seed_campaign(backend: str, graphs: int, tmp_path: Path) -> None:
     assert len(results) == graphs
     failed = [r for r in results if r.status in FAILURES]
     assert not failed, summary_table(results, backend, 0.0)
+
+
+def test_workers_leave_no_scratch_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each worker writes its programs under a directory of its own, removed when it stops; it
+    # was left behind, one empty directory per worker of every campaign.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # read by the spawned workers' tempfile
+    config = Config("reference", SEED, {}, "cpu", _dtypes("reference"), tmp_path / "out", 0.0,
+                    known=False)
+    results = run_campaign(Campaign(config, 2, jobs=2, timeout_s=240), io.StringIO())
+    assert len(results) == 2
+    assert not list(scratch.glob("polyduct-fuzz-*"))

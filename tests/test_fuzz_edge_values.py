@@ -198,3 +198,17 @@ def test_read_after_an_in_place_write_of_a_view(backend: str) -> None:
     x = torch.randn(4, 4)
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     torch.testing.assert_close(compiled(x.clone()), fn(x.clone()))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_bool_condition_that_also_feeds_its_branch(backend: str) -> None:
+    # Halide's stage-skipping pass failed on a condition whose value also feeds the branch it
+    # chooses, the other branch reading a reduction: "argument of Not is not a bool" (halide seed
+    # 9103 program 8448; hlmath.condition).
+    def fn(a0: torch.Tensor) -> torch.Tensor:
+        v0 = torch.erfc(a0)
+        return torch.where(a0, v0, v0.sum())
+
+    x = torch.rand(3, 3, 3, 3) < 0.5
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    torch.testing.assert_close(compiled(x), fn(x))

@@ -23,6 +23,7 @@ from polyduct.cudagraphs import CudaGraphed, host_sync
 from polyduct.frontend.entry_checks import check_arguments, mode_options
 from polyduct.frontend.overlap import check_overlapping_writes
 from polyduct.kernel import KernelBackend
+from polyduct.lowering.fx_nodes import WRITTEN_BACK
 from polyduct.pipeline import Compilation
 
 
@@ -45,6 +46,8 @@ def polyduct_backend(
     def compiler_for(name: str) -> Callable[..., Any]:
         def compiler(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
             index = next(position)
+            if name != "backward":
+                graph.meta[WRITTEN_BACK] = _written_back()
             compiled = compilation.compile_graph(graph, index, name)
             fn = compiled.fn
             if compilation.options.cudagraphs:
@@ -67,6 +70,14 @@ def polyduct_backend(
     # calls, not passed in: the runtime passes None where the graph's token input would be.
     with functorch_config.patch(unlift_effect_tokens=True):
         return backend(gm, example_inputs)
+
+
+def _written_back() -> dict[int, int]:
+    """Output position -> graph input position of every input AOTAutograd copies a graph output
+    into after the call (an in-place write of the program): the first outputs, in order."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    return dict(enumerate(getattr(meta, "mutated_inp_runtime_indices", None) or ()))
 
 
 def _static_inputs() -> frozenset[int]:

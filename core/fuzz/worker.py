@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
 import tempfile
 import time
 import traceback
@@ -146,8 +147,11 @@ def serve(config: Config, conn: Connection) -> None:
     def on_shrink(index: int) -> None:
         conn.send(("shrinking", index))
 
-    while True:
-        index = conn.recv()
-        if index is None:
-            return
-        conn.send(("result", runner.run(index, on_shrink)))
+    try:
+        while True:
+            index = conn.recv()
+            if index is None:
+                return
+            conn.send(("result", runner.run(index, on_shrink)))
+    finally:
+        shutil.rmtree(runner.scratch, ignore_errors=True)

@@ -37,6 +37,36 @@ def reads_through(node: torch.fx.Node) -> bool:
     return node.target in _RESHAPES or is_view(node)
 
 
+WRITTEN_BACK = "polyduct_written_back"
+"""`GraphModule.meta` key: {output position: input position} of the outputs the caller copies
+into graph inputs after the call (AOTAutograd's in-place writes of the program)."""
+
+
+def written_back(gm: torch.fx.GraphModule) -> dict[torch.fx.Node, torch.Tensor]:
+    """The node computing each output that is copied back into a graph input, mapped to that
+    input's fake tensor. AOTAutograd rebuilds an output that views such an input (`x.expand(..)`
+    after `x.fill_`) by laying the view's strides, read from the runtime output, over the input:
+    the output must be stored with the input's strides for that to read the right elements."""
+    pairs = gm.meta.get(WRITTEN_BACK) or {}
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outs = [n for n in gm.graph.nodes if n.op == "output"]
+    results = outs[0].args[0] if outs and isinstance(outs[0].args[0], (list, tuple)) else ()
+    found: dict[torch.fx.Node, torch.Tensor] = {}
+    for out, place in pairs.items():
+        if out >= len(results) or place >= len(places):
+            continue
+        node, meta = results[out], places[place].meta.get("val")
+        got = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if (
+            isinstance(meta, torch.Tensor)
+            and isinstance(got, torch.Tensor)
+            and got.dtype == meta.dtype
+            and list(map(str, got.shape)) == list(map(str, meta.shape))  # no guard on sizes
+        ):
+            found[node] = meta
+    return found
+
+
 def shared_alias_bases(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
     """Nodes that two or more graph outputs are (views of): eager returns aliases of one tensor."""
     outputs = [n for n in gm.graph.nodes if n.op == "output"]

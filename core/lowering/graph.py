@@ -27,8 +27,14 @@ from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
 from polyduct.lowering.devices import accelerator, library_only_dtype, moved_scalars
 from polyduct.lowering.externs import extern_call, transfer
-from polyduct.lowering.fx_nodes import mutates, reads_through, shared_alias_bases
-from polyduct.lowering.output_views import eager_strided, overlapping_view
+from polyduct.lowering.fx_nodes import (
+    is_view,
+    mutates,
+    reads_through,
+    shared_alias_bases,
+    written_back,
+)
+from polyduct.lowering.output_views import eager_strided, overlapping_view, stored_like_input
 from polyduct.lowering.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -159,17 +165,21 @@ class GraphLowering:
         self.attrs: dict[str, torch.Tensor] = {}  # tensor constants, passed as trailing inputs
         self.accelerator: torch.device | None = None
         self.moved: set[torch.fx.Node] = set()
+        self.written_back: dict[torch.fx.Node, torch.Tensor] = {}
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
         self.module = gm
         self.accelerator = accelerator(gm)
         self.moved = moved_scalars(gm, self.accelerator)
         shared = shared_alias_bases(gm)
+        self.written_back = written_back(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
+            if node in self.written_back:
+                value = stored_like_input(self.graph, value, self.written_back[node])
             # several outputs view this value: compute it once so they alias one buffer, as in eager
             if node in shared and isinstance(value, Lazy):
-                value = self._output(value, node.meta.get("val"))
+                value = self._output(value, self._stored_meta(node))
             # a costly value read by several users is computed once instead of re-inlined; so is
             # one a library call reads anyway: its other users read that memory, not recompute
             if (
@@ -196,8 +206,26 @@ class GraphLowering:
         else row-major, the order its pointwise readers index it in (T5's position bias, a
         permuted view read by every layer, was stored permuted and read through a transpose)."""
         if self._read_from_memory(node):
-            return realize_like_eager(self.graph, value, node.meta.get("val"))
+            return realize_like_eager(self.graph, value, self._stored_meta(node))
         return self.graph.realize(value)
+
+    def _stored_meta(self, node: torch.fx.Node) -> Any:
+        """The fake tensor whose strides `node`'s value gets in memory: its own, or those of the
+        graph input it is copied back into (see fx_nodes.written_back)."""
+        return self.written_back.get(node, node.meta.get("val"))
+
+    def _output_meta(self, out: Any) -> Any:
+        """The fake tensor whose strides the graph output `out` gets; None (the value as it is)
+        for a view of a value copied back into an input: AOTAutograd lays that view's strides
+        over the input, so they must stay those of a view of the same memory."""
+        if not isinstance(out, torch.fx.Node):
+            return None
+        base: Any = out
+        while is_view(base):
+            base = base.args[0]
+        if base is not out and base in self.written_back:
+            return None
+        return self._stored_meta(out)
 
     def _read_from_memory(self, node: torch.fx.Node, outputs: bool = True) -> bool:
         """Whether a user of `node`, seen through views, reads it from memory: an op with no
@@ -258,7 +286,7 @@ class GraphLowering:
             values = [
                 overlapping_view(self, a) or v for a, v in zip(outs, self._args(outs), strict=True)
             ]
-            metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in outs]
+            metas = [self._output_meta(a) for a in outs]
             self.graph.outputs = [self._output(v, m) for v, m in zip(values, metas, strict=True)]
             return None
         if node.op == "get_attr":

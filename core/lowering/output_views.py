@@ -18,11 +18,12 @@ from typing import Any, Protocol
 import torch
 import torch.fx
 
-from polyduct.ir import IRGraph, Lazy, StorageView
+from polyduct.ir import IRGraph, Layout, Lazy, StorageView
 from polyduct.lowering.sizes import (
     broadcast_like_eager,
     broadcast_of_dense,
     eager_layout,
+    hint,
     meta_layout,
     non_overlapping,
     realize_like_eager,
@@ -52,6 +53,28 @@ def overlapping_view(lowering: _Lowering, arg: Any) -> StorageView | None:
         lowering.env[base] = realize_like_eager(lowering.graph, value, base.meta.get("val"))
     result = lowering._call(arg)
     return result if isinstance(result, StorageView) else None
+
+
+def stored_like_input(graph: IRGraph, value: Any, meta: torch.Tensor) -> Any:
+    """A computed `value` that the caller copies back into the graph input `meta`, stored as that
+    input is laid out in its storage, strides and element offset (see fx_nodes.written_back);
+    eager wrote the input element by element, so they do not overlap. A value already in a graph
+    input's memory stays."""
+    if isinstance(value, StorageView) and graph.buffers[value.buffer].kind != "computed":
+        return value
+    if not isinstance(value, (Lazy, StorageView)) or len(value.size) != meta.dim():
+        return value
+    if any(hint(st) in (0, None) and hint(n) != 1 for n, st in zip(meta.shape, meta.stride(), strict=True)):
+        return value  # expanded, or unknown: not memory to write element by element
+    like = meta_layout(meta)
+    if isinstance(value, StorageView):
+        if (value.layout.stride, value.layout.offset) == (like.stride, like.offset):
+            return value
+        value = Lazy(tuple(value.size), value.dtype, value.device, value.load, 1)
+    layout = Layout(tuple(value.size), like.stride, like.offset, value.dtype, value.device)
+    view = graph.realize_within(value, layout)
+    graph.remember(value, view)
+    return view
 
 
 def eager_strided(graph: IRGraph, value: Any, meta: Any) -> Any:

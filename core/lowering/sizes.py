@@ -139,7 +139,7 @@ def dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
     does not depend on the sizes (row-major, permuted, rows padded to an alignment as the GPU's
     attention pads its bias). Without hints only row-major is recognised."""
     if any(isinstance(v, torch.SymInt) for v in (*shape, *stride)):
-        hints = [_hint(v) for v in (*shape, *stride)]
+        hints = [hint(v) for v in (*shape, *stride)]
         if all(h is not None for h in hints):
             return dense(hints[: len(shape)], hints[len(shape) :])
         sizes = [sym_expr(v) for v in shape]
@@ -162,7 +162,7 @@ def dense(shape: Sequence[Any], stride: Sequence[Any]) -> bool:
         return False  # symbolic strides: keep the row-major default
 
 
-def _hint(value: Any) -> int | None:
+def hint(value: Any) -> int | None:
     """The example value of an int or SymInt (None for an unbacked one)."""
     if isinstance(value, torch.SymInt):
         hint = value.node.hint

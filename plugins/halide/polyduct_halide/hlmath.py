@@ -26,6 +26,7 @@ from polyduct_halide.hlspecial import (  # noqa: F401
     isnan,
     isub,
     neg,
+    opaque,
     signbit,
     split64,
     two_sum,
@@ -189,6 +190,17 @@ def remainder(a: E, b: E, nofuse: E | None = None) -> E:
     zero = c(r, 0)
     fix = (r != zero) & ((r < zero) != (ex(b) < zero))
     return hl.select(fix, r + b, r)
+
+
+def condition(cond: E, zero: E | None) -> E:
+    """A select's condition, its truth value passed through the pipeline's opaque zero
+    (`hlspecial.opaque`): the same value, about which Halide cannot reason. Halide 21's
+    stage-skipping pass raised an internal error ("argument of Not is not a bool") on a condition
+    whose value also fed the branch taken when it holds, the other branch reading a reduction:
+    `where(b, erfc(b), erfc(b).sum())` of a bool b (halide seed 9103, program 8448)."""
+    if zero is None:  # a kernel that stores nothing
+        return ex(cond)
+    return opaque(hl.cast(hl.UInt(8), truth(cond)), zero) != hl.u8(0)
 
 
 def negative_zero(zero: E | None, type_: hl.Type) -> E:

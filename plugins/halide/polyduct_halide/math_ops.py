@@ -336,7 +336,8 @@ class HalideElementwiseOps:
         return self.em.emit(f"_m.convert(hl.round({x}), {_dt(dtype)})", dtype)
 
     def where(self, condition: Value, input: Value, other: Value) -> Value:
-        return self.em.emit(f"hl.select({condition}, {input}, {other})", input.dtype)
+        return self.em.emit(f"hl.select(_m.condition({condition}, ZERO), {input}, {other})",
+                            input.dtype)
 
     def identity(self, x: Value) -> Value:
         return self._u("{x}", x)

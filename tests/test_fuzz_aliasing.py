@@ -1,0 +1,41 @@
+"""Bugs `polyduct fuzz` found in outputs that alias inputs the program writes in place.
+
+AOTAutograd copies each written value back into its input after the call, and rebuilds the
+outputs that view such an input from the compiled graph's outputs (fx_nodes.written_back).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from polyduct.fuzz.check import check_program
+from polyduct.fuzz.program import InputSpec, Program
+
+BACKENDS = ("reference", "cpp")
+
+
+def _view_of_a_filled_input(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # AOTAutograd copies the filled value back into `a0` and rebuilds the outputs that view
+    # `a0` by laying their strides over it: the value was stored row-major, not with a0's
+    # strides and offset, so the views read the wrong elements (halide seed 9103 program 9372;
+    # fx_nodes.written_back).
+    a0.select(1, 2).fill_(2)
+    return a0.expand(3, *a0.shape), a0.t()[1:]
+
+
+def _program(spec: InputSpec) -> Program:
+    return Program((spec,), (), ("out0", "out1"), "dynamic", False)
+
+
+INPUTS = {
+    "strided": InputSpec("a0", (3, 5), torch.int64, values="edge", layout="strided"),
+    "offset": InputSpec("a0", (4, 6), torch.float32, layout="offset"),
+    "transposed": InputSpec("a0", (5, 4), torch.float16, values="edge", layout="transposed"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", sorted(INPUTS))
+def test_views_of_a_filled_input(layout: str, backend: str) -> None:
+    check_program(_view_of_a_filled_input, _program(INPUTS[layout]), backend)
