@@ -17,7 +17,7 @@ from sympy.printing.str import StrPrinter
 
 
 class FloorDiv(sympy.Function):
-    """floor(base / divisor) for non-negative integer index expressions."""
+    """floor(base / divisor) of integer index expressions, the divisor positive."""
 
     nargs = (2,)
     is_integer = True
@@ -235,9 +235,17 @@ class CIndexPrinter(StrPrinter):
             and self._settings == _initial_settings(cls)
         )
 
+    int_div = "/"
+    """The language's division of integers, which truncates toward zero (C's `/`)."""
+
     def _print_FloorDiv(self, expr: FloorDiv) -> str:
         base, divisor = (self._print(a) for a in expr.args)
-        return f"(({base}) / ({divisor}))"
+        if expr.args[0].is_nonnegative:
+            return f"(({base}) {self.int_div} ({divisor}))"
+        # a base that may be negative (a size of a slice with a negative start, `(-s0) // 2`):
+        # truncating division rounds up there, so the floor remainder is taken off first
+        return (f"((({base}) - (((({base}) % ({divisor})) + ({divisor})) % ({divisor}))) "
+                f"{self.int_div} ({divisor}))")
 
     def _print_ModularIndexing(self, expr: ModularIndexing) -> str:
         base, divisor, modulus = (self._print(a) for a in expr.args)

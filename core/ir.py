@@ -200,8 +200,11 @@ class IRGraph:
         if isinstance(value, StorageView):
             return value
         done = self._realized.get(id(value))
-        if done is not None:
+        if done is not None and (layout is None or done[1].layout.stride == layout.stride):
             return done[1]
+        if done is not None and layout is not None:  # other strides than a reader stored: copied
+            view = done[1]
+            return self.realize_as(Lazy(view.size, view.dtype, view.device, view.load, 1), layout)
         layout = layout or Layout.contiguous(value.size, value.dtype, value.device)
         view = self.realize_as(value, layout)
         self.remember(value, view)

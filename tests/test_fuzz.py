@@ -124,6 +124,21 @@ def test_the_float64_reference_widens_casts() -> None:
     check_program(_reciprocal_gelu_of_integers, program, "reference", seed=0)
 
 
+def _log1p_of_cos(a0: torch.Tensor) -> tuple[torch.Tensor]:
+    # cos(22) is -0.99996083: one ulp of its float32 value moves log1p of it by 1.2e-3. Compiled,
+    # the cosine is moved by one ulp, as another libm's may be (cpp seed 9201, program 964).
+    c = torch.cos(a0 + a0)
+    if torch.compiler.is_compiling():
+        c = torch.nextafter(c, torch.zeros_like(c))
+    return (torch.log1p(c),)
+
+
+def test_one_rounding_magnified_by_the_program_is_not_a_mismatch() -> None:
+    program = Program((InputSpec("a0", (60,), torch.int64, values="index", low=-30, high=30),),
+                      (), ("out0",))
+    check_program(_log1p_of_cos, program, "reference", seed=0)
+
+
 def _unfold_of_index(a0: torch.Tensor, i1: torch.Tensor) -> tuple[torch.Tensor]:
     # AOTAutograd hands the backward graph its tangent in the overlapping strides of the unfold
     # output (2, 1, 1): with Inductor and aot_eager too, a0's gradient is wrong.

@@ -212,3 +212,17 @@ def test_bool_condition_that_also_feeds_its_branch(backend: str) -> None:
     x = torch.rand(3, 3, 3, 3) < 0.5
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     torch.testing.assert_close(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_slice_from_the_end_with_dynamic_sizes(backend: str) -> None:
+    # `v[..., -3:4:2]` of a dim of size s has max(1, (-s) // 2 + 4) elements: C's and Triton's
+    # integer division truncate (-5) / 2 to -2, so the kernel's strides said 2 where the buffer
+    # was allocated for 1, and it wrote past it (CUDA seed 21, program 1903; indexing.FloorDiv).
+    def fn(a0: torch.Tensor) -> torch.Tensor:
+        v0 = torch.cummin(a0, 1)[1][..., -3:4:2]
+        return torch.div(v0, v0.clamp(min=1), rounding_mode="floor")
+
+    x = torch.randn(3, 3, 5, dtype=torch.float64)
+    compiled = torch.compile(fn, backend="polyduct", dynamic=True, options={"kernels": backend})
+    torch.testing.assert_close(compiled(x), fn(x))

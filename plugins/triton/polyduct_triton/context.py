@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from polyduct.codegen import CSE, IndentedBuffer, identifier
-from polyduct.indexing import PythonIndexPrinter, index_vars
+from polyduct.indexing import CIndexPrinter, PythonIndexPrinter, index_vars
 from polyduct.kernel import KernelSpec
 
 
@@ -100,6 +100,10 @@ class KernelContext:
 
 
 class _TritonIndexPrinter(PythonIndexPrinter):
-    """Index expressions inside a kernel: min and max of (possibly vector) values."""
+    """Index expressions inside a kernel: min and max of (possibly vector) values; Triton's `//`
+    and `%` of integers truncate toward zero, as C's do."""
 
     min_fn, max_fn = "tl.minimum", "tl.maximum"
+    int_div = "//"
+    _print_FloorDiv = CIndexPrinter._print_FloorDiv
+    _print_Mod = CIndexPrinter._print_Mod

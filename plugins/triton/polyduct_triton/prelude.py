@@ -72,7 +72,7 @@ def _atomic_add_narrow(ptr, val, mask, base, WIDTH: tl.constexpr, BF16: tl.const
             total = _bf16_bits(_bf16_value(field.to(tl.int16)) + val).to(tl.uint32) & fmask
         else:
             total = (field + val.to(tl.uint32)) & fmask
-        new = tl.where(todo, (old & ~(fmask << shift)) | (total << shift), old)
+        new = tl.where(todo, (old & ((fmask << shift) ^ 0xFFFFFFFF)) | (total << shift), old)
         prev = tl.atomic_cas(cur, old, new)
         todo = todo & (prev != old)
     return 0

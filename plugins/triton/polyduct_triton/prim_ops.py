@@ -206,7 +206,12 @@ class TritonPrimitiveOps(TritonEmitter):
         return self._bin(x0, x1, "^")
 
     def bitwise_not(self, x0: V) -> V:
-        return self._v(f"({x0} == 0)" if x0.dtype == B else f"(~{x0})", x0.dtype)
+        if x0.dtype == B:
+            return self._v(f"({x0} == 0)", B)
+        if not x0.dtype.is_signed:  # Triton 3.6's interpreter takes ~ as ^ -1, out of range
+            ones = self._c(2 ** bit_width(x0.dtype) - 1, x0.dtype)
+            return self._v(f"({x0} ^ {ones})", x0.dtype)
+        return self._v(f"(~{x0})", x0.dtype)
 
     def bitwise_left_shift(self, x0: V, x1: V) -> V:
         # Shifting by the width or more is 0 in torch, undefined in Triton/LLVM.

@@ -1,0 +1,64 @@
+"""Bugs `polyduct fuzz` found in the memory layout of graph outputs, checked on every CPU backend
+that compiles (a backend's kernels do not choose layouts).
+
+AOTAutograd copies each value written in place back into its input after the call, and rebuilds
+the outputs that view such an input from the compiled graph's outputs (fx_nodes.written_back);
+the backward graph asserts the strides of the tensors the forward saved for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from polyduct.fuzz.check import check_program
+from polyduct.fuzz.program import InputSpec, Program
+
+BACKENDS = ("reference", "cpp")
+
+
+def _view_of_a_filled_input(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # AOTAutograd copies the filled value back into `a0` and rebuilds the outputs that view
+    # `a0` by laying their strides over it: the value was stored row-major, not with a0's
+    # strides and offset, so the views read the wrong elements (halide seed 9103 program 9372;
+    # fx_nodes.written_back).
+    a0.select(1, 2).fill_(2)
+    return a0.expand(3, *a0.shape), a0.t()[1:]
+
+
+def _program(spec: InputSpec) -> Program:
+    return Program((spec,), (), ("out0", "out1"), "dynamic", False)
+
+
+INPUTS = {
+    "strided": InputSpec("a0", (3, 5), torch.int64, values="edge", layout="strided"),
+    "offset": InputSpec("a0", (4, 6), torch.float32, layout="offset"),
+    "transposed": InputSpec("a0", (5, 4), torch.float16, values="edge", layout="transposed"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", sorted(INPUTS))
+def test_views_of_a_filled_input(layout: str, backend: str) -> None:
+    check_program(_view_of_a_filled_input, _program(INPUTS[layout]), backend)
+
+
+def _saved_after_a_broadcast(a1: torch.Tensor, a2: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # `v3` (transposed, as its input) is saved for the backward, and `hypot` broadcasts it first:
+    # that read stored it row-major, and the output asked for eager's strides got that buffer:
+    # InputMismatch in the backward (cpp seed 9201, program 498; IRGraph.realize).
+    v0 = torch.atanh(a1)
+    v3 = torch.addcmul(v0, v0, torch.clamp(a1, max=0.0), value=0.5)
+    return (torch.hypot(torch.pow(v0, a2), v3),)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_saved_tensor_keeps_eager_strides_after_a_broadcast(backend: str) -> None:
+    program = Program(
+        (
+            InputSpec("a1", (6, 6, 1), torch.float32, layout="transposed", grad=True),
+            InputSpec("a2", (6, 6), torch.float32, grad=True),
+        ),
+        (), ("out0",), "static", True,
+    )
+    check_program(_saved_after_a_broadcast, program, backend)
