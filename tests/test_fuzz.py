@@ -139,6 +139,23 @@ def test_one_rounding_magnified_by_the_program_is_not_a_mismatch() -> None:
     check_program(_log1p_of_cos, program, "reference", seed=0)
 
 
+def _remainder_by_subnormals(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
+    # Eager's vectorised remainder by a subnormal is NaN (a / b overflows); its scalar path and
+    # the kernels give the exact remainder, which float64 confirms (cpp seed 9301, program 3009).
+    return (torch.remainder(a0, a1.view(torch.float32)),)
+
+
+def test_an_exact_result_eager_misses_is_judged_by_float64() -> None:
+    program = Program(
+        (InputSpec("a0", (4, 16), torch.float32),
+         InputSpec("a1", (4, 16), torch.int32, values="index", low=1, high=64)),
+        (), ("out0",), exact=("out0",),
+    )
+    check_program(_remainder_by_subnormals, program, "cpp", seed=0)
+    with pytest.raises(Mismatch, match=r"out0: 12/12 elements differ"):
+        check_program(_differs_when_compiled, replace(_one_input(), exact=("out0",)), "cpp")
+
+
 def _unfold_of_index(a0: torch.Tensor, i1: torch.Tensor) -> tuple[torch.Tensor]:
     # AOTAutograd hands the backward graph its tangent in the overlapping strides of the unfold
     # output (2, 1, 1): with Inductor and aot_eager too, a0's gradient is wrong.
