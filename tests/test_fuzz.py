@@ -156,6 +156,22 @@ def test_an_exact_result_eager_misses_is_judged_by_float64() -> None:
         check_program(_differs_when_compiled, replace(_one_input(), exact=("out0",)), "cpp")
 
 
+def _fmod_by_subnormals(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
+    # float64: no wider run to judge by. Eager's vectorised fmod by a subnormal is NaN, its
+    # scalar loop (strided inputs) exact, as the kernels are (cpp seed 9301, program 9236).
+    return (torch.fmod(a0, a1.view(torch.float64)),)
+
+
+def test_eager_disagreeing_with_itself_on_strided_inputs_is_upstream() -> None:
+    program = Program(
+        (InputSpec("a0", (32, 3), torch.float64),
+         InputSpec("a1", (32, 3), torch.int64, values="index", low=1, high=64)),
+        (), ("out0",), exact=("out0",),
+    )
+    with pytest.raises(UpstreamBug, match="eager gives these results on strided inputs"):
+        check_program(_fmod_by_subnormals, program, "cpp", seed=0)
+
+
 def _unfold_of_index(a0: torch.Tensor, i1: torch.Tensor) -> tuple[torch.Tensor]:
     # AOTAutograd hands the backward graph its tangent in the overlapping strides of the unfold
     # output (2, 1, 1): with Inductor and aot_eager too, a0's gradient is wrong.
