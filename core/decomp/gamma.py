@@ -13,6 +13,8 @@ import math
 from fractions import Fraction
 from functools import cache
 
+import torch
+
 from polyduct.decomp.base import (
     SpecialOps,
     V,
@@ -118,7 +120,19 @@ def _lgamma_positive(ops: SpecialOps[V], z: V) -> V:
 
 
 def lgamma(ops: SpecialOps[V], x: V) -> V:
-    """log|Gamma(x)|; +inf at the poles 0, -1, -2, ... and at +-inf."""
+    """log|Gamma(x)|; +inf at the poles 0, -1, -2, ... and at +-inf.
+
+    Below float64 it is computed in float64: between the poles, the reflection for negative x
+    subtracts two values near 1.25 to give one near 0 (lgamma(-2.4538) is 0.0049956), and in
+    float32 it kept their 20 ulps of error, a thousand of the result's (halide seed 9203,
+    program 4382)."""
+    if not is_f64(ops, x):
+        wide = _lgamma(ops, ops.to_dtype(x, torch.float64))
+        return ops.to_dtype(wide, ops._special_dtype(x))
+    return _lgamma(ops, x)
+
+
+def _lgamma(ops: SpecialOps[V], x: V) -> V:
     reflect = le_c(ops, x, 0.0)
     z = sel(ops, reflect, ops.sub(const(ops, x, 1.0), x), x)
     pos = _lgamma_positive(ops, z)
