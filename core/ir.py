@@ -103,6 +103,10 @@ class StorageView:
         """The element at `idx`."""
         return ops.load(self.buffer, self.layout.index(idx))
 
+    def reread(self) -> Lazy:
+        """A lazy value reading this view: realised, it is a copy into other memory."""
+        return Lazy(self.size, self.dtype, self.device, self.load, 1)
+
 
 @dataclass(frozen=True)
 class Lazy:
@@ -200,11 +204,11 @@ class IRGraph:
         if isinstance(value, StorageView):
             return value
         done = self._realized.get(id(value))
-        if done is not None and (layout is None or done[1].layout.stride == layout.stride):
-            return done[1]
-        if done is not None and layout is not None:  # other strides than a reader stored: copied
+        if done is not None:
             view = done[1]
-            return self.realize_as(Lazy(view.size, view.dtype, view.device, view.load, 1), layout)
+            if layout is None or view.layout.stride == layout.stride:
+                return view
+            return self.realize_as(view.reread(), layout)  # other strides than a reader stored
         layout = layout or Layout.contiguous(value.size, value.dtype, value.device)
         view = self.realize_as(value, layout)
         self.remember(value, view)

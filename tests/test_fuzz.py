@@ -139,6 +139,16 @@ def test_one_rounding_magnified_by_the_program_is_not_a_mismatch() -> None:
     check_program(_log1p_of_cos, program, "reference", seed=0)
 
 
+def _by_subnormal_bits(shape: tuple[int, ...], dtype: torch.dtype, bits: torch.dtype) -> Program:
+    """A float input `a0` and an integer one `a1` whose small values, viewed as `dtype`, are
+    subnormals; the result is exact."""
+    return Program(
+        (InputSpec("a0", shape, dtype),
+         InputSpec("a1", shape, bits, values="index", low=1, high=64)),
+        (), ("out0",), exact=("out0",),
+    )
+
+
 def _remainder_by_subnormals(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
     # Eager's vectorised remainder by a subnormal is NaN (a / b overflows); its scalar path and
     # the kernels give the exact remainder, which float64 confirms (cpp seed 9301, program 3009).
@@ -146,11 +156,7 @@ def _remainder_by_subnormals(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.
 
 
 def test_an_exact_result_eager_misses_is_judged_by_float64() -> None:
-    program = Program(
-        (InputSpec("a0", (4, 16), torch.float32),
-         InputSpec("a1", (4, 16), torch.int32, values="index", low=1, high=64)),
-        (), ("out0",), exact=("out0",),
-    )
+    program = _by_subnormal_bits((4, 16), torch.float32, torch.int32)
     check_program(_remainder_by_subnormals, program, "cpp", seed=0)
     with pytest.raises(Mismatch, match=r"out0: 12/12 elements differ"):
         check_program(_differs_when_compiled, replace(_one_input(), exact=("out0",)), "cpp")
@@ -163,11 +169,7 @@ def _fmod_by_subnormals(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tenso
 
 
 def test_eager_disagreeing_with_itself_on_strided_inputs_is_upstream() -> None:
-    program = Program(
-        (InputSpec("a0", (32, 3), torch.float64),
-         InputSpec("a1", (32, 3), torch.int64, values="index", low=1, high=64)),
-        (), ("out0",), exact=("out0",),
-    )
+    program = _by_subnormal_bits((32, 3), torch.float64, torch.int64)
     with pytest.raises(UpstreamBug, match="eager gives these results on strided inputs"):
         check_program(_fmod_by_subnormals, program, "cpp", seed=0)
 

@@ -75,17 +75,21 @@ def polyduct_backend(
 def _written_back() -> dict[int, int]:
     """Output position -> graph input position of every input AOTAutograd copies a graph output
     into after the call (an in-place write of the program): the first outputs, in order."""
-    context = torch._guards.TracingContext.try_get()
-    meta = getattr(context, "fw_metadata", None)
-    return dict(enumerate(getattr(meta, "mutated_inp_runtime_indices", None) or ()))
+    return dict(enumerate(_fw_metadata("mutated_inp_runtime_indices")))
 
 
 def _static_inputs() -> frozenset[int]:
     """The positions of the graph being compiled that AOTAutograd marks static (parameters and
     buffers), as Inductor's CUDA graphs read them; none outside a tracing context."""
+    return frozenset(_fw_metadata("static_input_indices"))
+
+
+def _fw_metadata(field: str) -> Sequence[int]:
+    """`field` of AOTAutograd's metadata of the graph being compiled; empty outside a tracing
+    context."""
     context = torch._guards.TracingContext.try_get()
     meta = getattr(context, "fw_metadata", None)
-    return frozenset(getattr(meta, "static_input_indices", None) or ())
+    return getattr(meta, field, None) or ()
 
 
 def _settle(backends: Sequence[KernelBackend]) -> Callable[[], None]:

@@ -70,7 +70,7 @@ def stored_like_input(graph: IRGraph, value: Any, meta: torch.Tensor) -> Any:
     if isinstance(value, StorageView):
         if (value.layout.stride, value.layout.offset) == (like.stride, like.offset):
             return value
-        value = Lazy(tuple(value.size), value.dtype, value.device, value.load, 1)
+        value = value.reread()
     layout = Layout(tuple(value.size), like.stride, like.offset, value.dtype, value.device)
     view = graph.realize_within(value, layout)
     graph.remember(value, view)
@@ -84,7 +84,7 @@ def eager_strided(graph: IRGraph, value: Any, meta: Any) -> Any:
         return value
     if isinstance(meta, torch.Tensor) and meta_layout(meta).stride == value.layout.stride:
         return value
-    copy = Lazy(tuple(value.size), value.dtype, value.device, value.load, 1)
+    copy = value.reread()
     layout = eager_layout(value, meta)
     if layout is None:  # an expanded view (a mask over heads) that a backward graph asserts
         return broadcast_like_eager(graph, copy, meta) or value
