@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The fuzz campaigns of a CUDA machine, run from the repository root (torch and Triton installed,
-# no Halide, no network): install the core and the C++ and Triton plugins into the machine's
-# Python, then run `polyduct fuzz --backend triton --device cuda` and, beside it on the spare
+# no network): install the core and the C++ and Triton plugins into the machine's Python (and the
+# Halide plugin where `import halide` works, e.g. from a wheel put on PYTHONPATH), then run `polyduct fuzz --backend triton --device cuda` and, beside it on the spare
 # cores, the CPU campaigns listed in POLYDUCT_FUZZ_CPU_CAMPAIGNS, each under `timeout`. Results
 # in $OUT: per campaign a directory (results.jsonl, shrunk reproducers fail_*.py, the summary
 # table) and a log, and $OUT/summary.txt with the counts of every campaign (written even when a
@@ -34,8 +34,9 @@ export PYTHONUNBUFFERED=1
 CACHE=${POLYDUCT_CACHE_DIR:-/tmp/polyduct-fuzz-cache}
 unset TRITON_INTERPRET
 if [ -z "${POLYDUCT_FUZZ_NO_INSTALL:-}" ]; then
-    "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e . -e plugins/cpp -e plugins/triton \
-        2>&1 | tail -3
+    plugins=(-e plugins/cpp -e plugins/triton)
+    if "$PYTHON" -c "import halide" 2>/dev/null; then plugins+=(-e plugins/halide); fi
+    "$PYTHON" -m pip install -q --no-deps --no-build-isolation -e . "${plugins[@]}" 2>&1 | tail -3
 fi
 "$PYTHON" -m polyduct backends > "$OUT/backends.txt" 2>&1
 

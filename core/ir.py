@@ -253,6 +253,8 @@ class Access:
     stores: list[tuple[str, Expr]] = field(default_factory=list)
     reduction_stores: list[tuple[str, Expr]] = field(default_factory=list)
     exprs: list[Expr] = field(default_factory=list)  # other index expressions (sizes, bounds)
+    # buffers stored with a mode (`atomic_add`): read, modified and written back
+    accumulated: set[str] = field(default_factory=set)
 
 
 def _same(expr: Expr) -> Expr:
@@ -277,6 +279,8 @@ class AccessRecorder(DefaultHandler[Any]):
 
     def store(self, name: str, index: Expr, value: Any, mode: Any = None) -> None:
         self.access.stores.append((name, self._simplify(sympy.sympify(index))))
+        if mode is not None:
+            self.access.accumulated.add(name)
 
     def store_reduction(self, name: str, index: Expr, value: Any) -> None:
         self.access.reduction_stores.append((name, self._simplify(sympy.sympify(index))))

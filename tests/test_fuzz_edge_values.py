@@ -132,6 +132,22 @@ def test_reductions_of_zero_times_infinity_are_nan(backend: str) -> None:
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_reduction_tail_of_a_difference_with_itself(backend: str) -> None:
+    # `x - x` is NaN where x is infinite or NaN. Halide's pass that trims loops whose updates
+    # change nothing took it for 0 and dropped the guarded tail of a vector-lane row sum (13 = 8
+    # + 5): the tail's NaNs were lost (halide seed 9203, program 7788; runtime.reduction).
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x - x).sum(-1), (x - x).amax(-1), (x * 0).sum(-1)
+
+    x = torch.randn(4, 13)
+    x[0, 12], x[1, 9], x[2, 0], x[3, 11] = float("inf"), float("nan"), float("-inf"), 1.0
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert want[:3].isnan().all()
+        torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_negative_zero_constants_and_running_sums(backend: str) -> None:
     # Halide's IR equality holds the constants -0.0 and +0.0 equal: beside the 0.0 of a stack's
     # select, `copysign(x, -0.0)` came out positive (halide seed 9103, program 2461). And eager's
@@ -238,3 +254,34 @@ def test_lgamma_between_its_negative_poles(backend: str) -> None:
     compiled = torch.compile(torch.lgamma, backend="polyduct", options={"kernels": backend})
     want = torch.lgamma(x.double()).float()
     torch.testing.assert_close(compiled(x), want, rtol=4e-6, atol=0.0)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_cosine_of_a_narrow_integer_compiles_quickly(backend: str) -> None:
+    # Halide's simplifier tracks the bounds of every subexpression of cos's float64 range
+    # reduction; from a uint8 (bounds known), clamped and fed to a product's reduction, it took
+    # minutes to compile (halide seed 9203, program 8202; math_ops._target). It now takes about
+    # a second: a hang here is the failure.
+    def fn(a0: torch.Tensor) -> torch.Tensor:
+        v = torch.nn.functional.softplus(torch.nn.functional.hardtanh(torch.cos(a0)))
+        return v @ v.mT
+
+    x = torch.randint(0, 256, (2, 1, 2), dtype=torch.uint8)
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    torch.testing.assert_close(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp", "halide"])
+def test_mean_of_values_near_the_largest_float(backend: str) -> None:
+    # A row's float32 sum overflows where its mean does not; eager's CPU Welford accumulates in
+    # float64. Halide and the reference summed in float32 and gave inf, then NaN (halide seed
+    # 9203, program 5825). Triton's block mean is a sum over a count too (as Inductor's
+    # persistent reductions are): not held there.
+    big = torch.finfo(torch.float32).max
+    x = torch.zeros(3, 10)
+    x[0, 0], x[0, 9], x[1, :] = big, big, big / 2
+    x[2, ::2] = -big
+    compiled = torch.compile(_var_mean_rows, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(_var_mean_rows(x), compiled(x), strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True)
+    assert torch.isfinite(compiled(x)[1]).all()

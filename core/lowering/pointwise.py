@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from polyduct.errors import LoweringError
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
 from polyduct.lowering.values import (
     Ops,
@@ -206,6 +207,13 @@ def _add(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
 
 
 def _sub(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
+    if ctx.out_dtype() == torch.bool:
+        # Eager refuses it. AOTAutograd writes one into the graph when it replays a write
+        # through an expanded bool view (`x + (new - x)`), which no bool arithmetic makes `new`:
+        # computed, the write was lost (halide seed 9403, program 9871).
+        raise LoweringError(
+            str(ctx.node.target), ctx.node.name, "subtraction of bool tensors (eager refuses it)"
+        )
     if not is_tensor(alpha) and alpha == 1:
         return map_values(ctx, (a, b), ctx.out_dtype(), _op("sub"))
     return map_values(ctx, (a, b, alpha), ctx.out_dtype(), _axpy("sub"))

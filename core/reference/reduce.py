@@ -49,7 +49,9 @@ def _xor_sum(x: Tensor) -> Tensor:
 
 
 def _welford(x: Tensor) -> Values:
-    x = x.to(torch.float64) if x.dtype == torch.float64 else x.to(torch.float32)
+    # In float64, as eager's CPU kernel accumulates: the float32 sum of values near FLT_MAX
+    # overflows where their mean does not (halide seed 9203, program 5825).
+    x = x.to(torch.float64)
     count = x.shape[-1]
     mean = x.mean(-1, keepdim=True) if count else torch.zeros_like(x[..., :1].sum(-1, True))
     m2 = ((x - mean) ** 2).sum(-1, keepdim=True)
@@ -108,7 +110,7 @@ def reduction(
     """Reduce `value` over the last dim of `shape`; 1-3 results per `reduction_num_outputs`."""
     if kind == "welford_combine":
         assert isinstance(value, tuple)
-        parts = (_full(v.to(compute(dtype)), shape) for v in value)
+        parts = (_full(v.to(torch.float64), shape) for v in value)
         return tuple(r.to(compute(dtype)) for r in _welford_combine(*parts))
     assert isinstance(value, Tensor)
     full = _full(value, shape)

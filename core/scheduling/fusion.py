@@ -136,8 +136,11 @@ def _loop_simplifier(
 
 
 def _scattered(access: Access) -> set[str]:
-    """Buffers `access` stores at an indirect (data-dependent) index."""
-    return {
+    """Buffers `access` stores at an indirect (data-dependent) index, or accumulates into at
+    any index: an indirect index the loop ranges pin to one value (an index into a dim of size
+    1) simplifies away, and the store still adds to what the buffer held (halide seed 9403,
+    program 2399: `index_put(..., accumulate=True)` twice, then an add)."""
+    return access.accumulated | {
         n
         for n, idx in access.stores
         if any(symbol_text(s).startswith("indirect") for s in free_symbols(idx))

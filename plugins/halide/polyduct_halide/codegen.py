@@ -168,7 +168,7 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         out.line(
             f"{red.name} = _rt.reduction({string_literal(red.name)}, xv, _{red.name}, "
             f"{red.name}_r, RR, {string_literal(red.rtype)}, {compute_type(red.dtype)}, "
-            "STRICT_FLOAT)"
+            "STRICT_FLOAT, ZERO, target)"
         )
         vector = string_literal(red.vector)
         out.line(f"SCHED.extend(('func', f, {vector}) for f in {red.name})")

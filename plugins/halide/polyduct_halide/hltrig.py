@@ -29,7 +29,7 @@ from typing import Any
 import halide as hl
 
 from polyduct_halide.hlexp import _float32, _horner, fast
-from polyduct_halide.hlspecial import ex, isnan, two_sum, via64
+from polyduct_halide.hlspecial import ex, isinf, isnan, two_sum, via64
 
 E = Any
 F64 = hl.Float(64)
@@ -88,10 +88,12 @@ def _quadrant(q: E, values: tuple[E, E, E, E]) -> E:
 
 
 def _odd(value: E, x: E) -> E:
-    """sin(x) from `value` = sin(|x|): negated by the sign bit of `x`, so -0 stays -0."""
+    """sin(x) from `value` = sin(|x|): negated by the sign bit of `x`, so -0 stays -0. sin(-inf)
+    is the NaN that sin(inf) is, unflipped: the processor's default NaN, as eager's (its sign
+    bit shows through `copysign`; halide seed 9403, program 3745)."""
     flip = hl.reinterpret(hl.UInt(32), ex(x)) & hl.u32(0x80000000)
     odd = hl.reinterpret(hl.Float(32), hl.reinterpret(hl.UInt(32), value) ^ flip)
-    return hl.select(isnan(ex(x)), ex(x), odd)
+    return hl.select(isnan(ex(x)), ex(x), isinf(ex(x)), value, odd)
 
 
 def _vector(x: E, target: hl.Target) -> bool:

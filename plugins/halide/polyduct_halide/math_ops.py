@@ -41,8 +41,11 @@ class HalideElementwiseOps:
 
     def _target(self, fn: str, x: Value) -> Value:
         """`_m.<fn>(x, target)`: functions with vector float32 code on CPU targets (`hlexp`,
-        `hltrig`) and libm through float64 elsewhere."""
-        return self._u(f"_m.{fn}({{x}}, target)", x)
+        `hltrig`) and libm through float64 elsewhere. The argument passes through the opaque
+        zero (`hlmath.opaque`): Halide's simplifier tracks the bounds of every subexpression of
+        these long float64 expansions, and where the argument's range is known (a cast of a
+        uint8, a clamp) that took minutes (halide seed 9203, program 8202: cos of a uint8)."""
+        return self._u(f"_m.{fn}(_m.opaque({{x}}, ZERO), target)", x)
 
     def _m_exact(self, fn: str, *xs: Value) -> Value:
         """`_m.<fn>` built on products rounded on their own: it gets the module's `NOFUSE` (the

@@ -14,7 +14,7 @@ import halide as hl
 
 from polyduct_halide import cpu, gpu
 from polyduct_halide import hlmath as m
-from polyduct_halide.hlspecial import ex
+from polyduct_halide.hlspecial import ex, opaque
 
 Values = tuple[Any, ...]
 
@@ -88,9 +88,15 @@ def reduction(
     rtype: str,
     dtype: hl.Type,
     strict: bool = True,
+    zero: Any = None,
+    target: hl.Target | None = None,
 ) -> list[hl.Func]:
     """Funcs over `xv` reducing the values `trace(*xv, *rvars)` with `rtype` over the RDom of
-    `rvars` (`extents`); `strict`: the pipeline's floats are IEEE's (the target's StrictFloat).
+    `rvars` (`extents`); `strict`: the pipeline's floats are IEEE's (the target's StrictFloat);
+    `zero`: the pipeline's opaque zero (`opaque_zero`). On a CPU `target`, a float32 Welford
+    pass runs in float64, as eager's does on the CPU: a row's mean is its sum over its count, and
+    the float32 sum of values near FLT_MAX overflows where their mean does not (halide seed 9203,
+    program 5825).
 
     The first `reduction_num_outputs(rtype)` Funcs are the op's results; any others are
     intermediate passes (all are scheduled like the results).
@@ -100,6 +106,10 @@ def reduction(
     lowering applies StrictFloat, and folded a `x * 0` written in it to 0 where x is infinite
     (halide seed 9103, program 1075); Halide's `strict_float()` on the expression instead
     rewrites it as a tree, exponential in a deep kernel's shared subexpressions (program 2216).
+    Halide's pass that trims loops whose updates change nothing also reasons as if floats were
+    real numbers: it dropped the guarded tail of a vector-lane reduction of `x - x`, whose NaNs
+    and infinities are not 0 (halide seed 9203, program 7788). So each float value is read
+    through the opaque zero, about which the pass can prove nothing.
     """
     build, _ = m.REDUCTIONS[rtype]
     if strict:
@@ -108,6 +118,7 @@ def reduction(
         source = hl.Func(f"{name}_values")
         source[[*xv, *pure]] = tup(traced)
         values = elems(source[[*xv, *rvars]], len(traced))
+        values = [opaque(v, zero) if v.type().is_float() else v for v in values]
     else:
         values = list(trace(*xv, *rvars))
     # An update definition takes its RDom from the RVars its expressions mention: a value that
@@ -115,7 +126,17 @@ def reduction(
     # element. The select (folded away when lowering) makes every value mention the position.
     pos = flat(rvars, extents)
     at = ex(pos) >= 0
-    return build(name, xv, [hl.select(at, v, v) for v in map(ex, values)], pos, dtype)
+    values = [hl.select(at, v, v) for v in map(ex, values)]
+    wide = rtype.startswith("welford") and dtype == hl.Float(32)
+    if not wide or target is None or target.has_gpu_feature():
+        return build(name, xv, values, pos, dtype)
+    funcs = build(name, xv, values, pos, hl.Float(64))
+    results = []
+    for i, func in enumerate(funcs[: m.REDUCTIONS[rtype][1]]):
+        narrow = hl.Func(f"{name}_f32_{i}")
+        narrow[xv] = hl.cast(dtype, func[xv])
+        results.append(narrow)
+    return [*results, *funcs]
 
 
 def scan(
