@@ -285,3 +285,39 @@ def test_mean_of_values_near_the_largest_float(backend: str) -> None:
     for want, got in zip(_var_mean_rows(x), compiled(x), strict=True):
         torch.testing.assert_close(got, want, equal_nan=True)
     assert torch.isfinite(compiled(x)[1]).all()
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_product_and_quotient_by_a_scalar(backend: str, dtype: torch.dtype) -> None:
+    # Eager's CPU mul and div read a second operand that is a number or a 0-d float32 tensor at
+    # float32, unrounded: `x // b` of a bfloat16 1000 by 1.1369 is 880, and 876 with b rounded
+    # to bfloat16 first (triton seed 9402, program 5754; pointwise._scalar_in_float32). Sums
+    # round the scalar: they stay as they were.
+    b = torch.tensor(1.1369)
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x * b, x / b, x // b, torch.div(x, b, rounding_mode="trunc"), x * 1.1369,
+                x / 0.3, x // 1.1369, x + b, x - 1.1369)
+
+    x = (torch.randn(4, 250) * 300).to(dtype)
+    x[0, 0] = 1000.0
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_negation_flips_the_sign_of_nan(backend: str, dtype: torch.dtype) -> None:
+    # Eager's neg flips the sign bit, of NaNs too; Triton's `x * -1` kept a NaN's sign (triton
+    # seed 9402, program 8177).
+    x = torch.tensor([float("nan"), 1.0, -0.0, 0.0, float("inf")], dtype=dtype)
+    x = torch.cat([x, -x])
+
+    def fn(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.signbit(torch.neg(a)), torch.copysign(torch.ones_like(a), -a)
+
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x), compiled(x), strict=True):
+        assert torch.equal(got, want)

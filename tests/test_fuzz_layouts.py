@@ -79,3 +79,18 @@ def test_write_through_an_expanded_bool_view_is_refused(backend: str) -> None:
     program = Program((spec,), (), ("v1",), "dynamic", False)
     with pytest.raises(UpstreamBug, match="aot_eager raises too"):
         check_program(_zero_through_an_expanded_bool_view, program, backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dtype_view_of_a_value_laid_out_otherwise_than_eager(backend: str) -> None:
+    # topk as a sort keeps each whole sorted row: its values are a slice of it, strides (17, 1)
+    # where eager's are (5, 1). The library's `view.dtype` kept those strides, and the kernels
+    # after it read the rows as if packed (triton seed 9402, program 4258; externs.
+    # _strided_otherwise).
+    def fn(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        top = torch.topk(x, 5, dim=-1, largest=False)[0].view(torch.float64)
+        return top.index_put_((rows,), top.new_tensor(5.0))
+
+    x, rows = torch.randint(0, 1000, (6, 17)), torch.tensor([2])
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    assert torch.equal(compiled(x, rows).view(torch.int64), fn(x, rows).view(torch.int64))

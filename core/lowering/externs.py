@@ -45,7 +45,10 @@ def extern_call(
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
     val = None if effect_only else node.meta.get("val")
-    follows = _laid_out_otherwise(graph, c_args, views)
+    metas = [_meta(f) for f in fx_args]
+    follows = _laid_out_otherwise(graph, c_args, views) or _strided_otherwise(
+        graph, c_args, metas, views
+    )
     result = graph.new_name("extern")
     if isinstance(val, torch.Tensor):
         out = graph.add_buffer("extern", meta_layout(val), result)
@@ -124,6 +127,27 @@ def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tup
     refs = [a for a in pytree.tree_leaves(list(args)) if isinstance(a, Ref)]
     found = [layouts.get(r.name) or getattr(graph.buffers.get(r.name), "layout", None) for r in refs]
     return any(lay is not None and _channels_last(lay) for lay in found)
+
+
+def _strided_otherwise(
+    graph: IRGraph, args: Sequence[Any], metas: Sequence[Any], views: Sequence[tuple[str, StorageView]]
+) -> bool:
+    """Whether a tensor argument reaches the call with other strides than eager's argument had
+    (a kernel of ours laid it out otherwise): a view op's result (`view.dtype`) then has other
+    strides than its fake tensor promised. `topk` as a sort keeps the whole sorted row, its
+    result a slice of it; viewed as another dtype, the rows were read as if packed (fuzz
+    triton seed 9402, program 4258)."""
+    layouts = {name: view.layout for name, view in views}
+    for arg, meta in zip(args, metas, strict=True):
+        if not (isinstance(arg, Ref) and isinstance(meta, torch.Tensor)):
+            continue
+        layout = layouts.get(arg.name) or getattr(graph.buffers.get(arg.name), "layout", None)
+        if layout is None:
+            continue
+        pairs = zip(layout.size, layout.stride, meta_layout(meta).stride, strict=True)
+        if any(size != 1 and ours != theirs for size, ours, theirs in pairs):
+            return True
+    return False
 
 
 def _channels_last(layout: Layout) -> bool:

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from polyduct.errors import LoweringError
+from polyduct.lowering import division
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
 from polyduct.lowering.values import (
     Ops,
@@ -230,48 +231,6 @@ def _axpy(name: str) -> Callable[..., Any]:
     return apply
 
 
-def _div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
-    out = ctx.out_dtype()
-    if rounding_mode is None:
-        return map_values(ctx, (a, b), out, _op("truediv"))
-    if not out.is_floating_point:
-        name = "floordiv" if rounding_mode == "floor" else "truncdiv"
-        return map_values(ctx, (a, b), out, _op(name))
-    if rounding_mode == "floor":
-        return map_values(ctx, (a, b), out, _float_floordiv(out))
-
-    def apply(ops: Ops, x: Any, y: Any) -> Any:
-        return ops.trunc(ops.truediv(x, y))
-
-    return map_values(ctx, (a, b), out, apply)
-
-
-def _float_floordiv(out: torch.dtype) -> Callable[..., Any]:
-    """Float floor division as eager computes it (c10's div_floor_floating), not floor(x / y):
-    through fmod, so inf // y is NaN and 1 // 0.1 is 9, with a correction for the rounding."""
-    # 16-bit values compute in float32 (docs/conventions.md).
-    dtype = torch.float32 if out in (torch.float16, torch.bfloat16) else out
-
-    def apply(ops: Ops, x: Any, y: Any) -> Any:
-        return _floordiv_of(ops, x, y, dtype)
-
-    return apply
-
-
-def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype) -> Any:
-    zero, one = ops.constant(0.0, dtype), ops.constant(1.0, dtype)
-    quotient = ops.truediv(x, y)
-    mod = ops.fmod(x, y)
-    div = ops.truediv(ops.sub(x, mod), y)
-    signs_differ = ops.ne(ops.lt(y, zero), ops.lt(mod, zero))
-    div = ops.where(ops.logical_and(ops.ne(mod, zero), signs_differ), ops.sub(div, one), div)
-    floor = ops.floor(div)
-    half = ops.constant(0.5, dtype)
-    floor = ops.where(ops.gt(ops.sub(div, floor), half), ops.add(floor, one), floor)
-    result = ops.where(ops.ne(div, zero), floor, ops.copysign(zero, quotient))
-    return ops.where(ops.eq(y, zero), quotient, result)
-
-
 def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
     # The op `fmod` is for floats; on integers C's remainder (sign of the dividend) is `mod`.
     out = ctx.out_dtype()
@@ -478,9 +437,9 @@ def table() -> dict[str, LoweringFn]:
         t[f"aten.add.{overload}"] = _add
         t[f"aten.sub.{overload}"] = _sub
         t[f"aten.rsub.{overload}"] = _rsub
-        t[f"aten.mul.{overload}"] = elementwise("mul")
-        t[f"aten.div.{overload}"] = _div
-        t[f"aten.div.{overload}_mode"] = _div
+        t[f"aten.mul.{overload}"] = division.mul
+        t[f"aten.div.{overload}"] = division.div
+        t[f"aten.div.{overload}_mode"] = division.div
     for overload in ("Tensor_Tensor", "Tensor_Scalar", "Scalar"):
         t[f"aten.pow.{overload}"] = _pow
     t["aten.where.self"] = _where

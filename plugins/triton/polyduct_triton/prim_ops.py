@@ -81,9 +81,17 @@ class TritonPrimitiveOps(TritonEmitter):
     def neg(self, x0: V) -> V:
         if x0.dtype == B:
             return self._v(f"({x0} == 0)", x0.dtype)
-        # Triton lowers `-x` to `0 - x`, which gives +0.0 for +0.0 on GPUs; `x * -1` flips the
-        # sign of zeros too, exactly.
-        return self._v(f"({x0} * -1)" if is_float(x0.dtype) else f"(-{x0})", x0.dtype)
+        if not is_float(x0.dtype):
+            return self._v(f"(-{x0})", x0.dtype)
+        if x0.dtype == torch.bfloat16:
+            # eager rounds its float result to bfloat16, and a NaN rounds to the positive one
+            return self._v(f"tl.where({x0} != {x0}, float('nan'), {x0} * -1)", x0.dtype)
+        # Eager flips the sign bit, of zeros and NaNs too. Triton lowers `-x` to `0 - x` (+0.0
+        # for +0.0 on GPUs), and `x * -1` keeps a NaN's sign (triton seed 9402, program 8177).
+        bits = "tl.int64" if x0.dtype == torch.float64 else "tl.int32"
+        sign = "-9223372036854775808" if x0.dtype == torch.float64 else "-2147483648"
+        flipped = f"({x0}.to({bits}, bitcast=True) ^ {sign})"
+        return self._v(f"{flipped}.to({x0}.dtype, bitcast=True)", x0.dtype)
 
     def square(self, x0: V) -> V:
         return self.mul(x0, x0)
