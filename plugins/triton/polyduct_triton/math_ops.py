@@ -189,7 +189,9 @@ class MathDecompositions(TritonPrimitiveOps):
     def pow(self, x0: V, x1: V) -> V:
         if not is_float(x0.dtype):
             return self._v(f"_ipow({x0}, {x1}, {x0.dtype.is_signed})", x0.dtype)
-        return self._v(f"_fpow({x0}, {x1})", x0.dtype)
+        # eager's bfloat16 rounds every NaN to the positive one
+        cpu = self.ctx.interpret and x0.dtype != torch.bfloat16
+        return self._v(f"_fpow({x0}, {x1}, {cpu})", x0.dtype)
 
     def frexp(self, x0: V) -> tuple[V, V]:
         src = torch.float32 if x0.dtype in LOW_PRECISION else x0.dtype

@@ -250,7 +250,7 @@ def _pow_dd(ax, y):
 
 
 @triton.jit
-def _fpow(x, y):
+def _fpow(x, y, cpu: tl.constexpr):
     x, y = tl.broadcast(x, y)  # as in _ipow: the squaring loop carries values of x's shape
     ax = tl.abs(x)
     yi = tl.floor(y) == y
@@ -285,7 +285,16 @@ def _fpow(x, y):
     mag = tl.where((ax == 1) & (tl.abs(y) == float("inf")), 1.0, mag)
     out = tl.where((x < 0) & odd, -mag, mag)
     finite_neg = (x < 0) & (ax != float("inf"))
-    out = tl.where(finite_neg & (yi == 0) & (ay != float("inf")), float("nan"), out)
+    # The NaN of a negative base to a fractional power: CUDA's is positive, the CPU's (x86's
+    # default NaN, eager's libm) negative, which `copysign` shows (triton seed 9402, 8123).
+    if cpu:
+        if x.dtype == tl.float32:
+            nan = tl.full(x.shape, -4194304, tl.int32).to(tl.float32, bitcast=True)
+        else:
+            nan = tl.full(x.shape, -2251799813685248, tl.int64).to(tl.float64, bitcast=True)
+    else:
+        nan = tl.full(x.shape, float("nan"), x.dtype)
+    out = tl.where(finite_neg & (yi == 0) & (ay != float("inf")), nan, out)
     # Signed zero base with odd negative/positive exponent keeps its sign (C pow).
     zneg = (x == 0) & (x.to(tl.float64).to(tl.int64, bitcast=True) < 0) & odd
     out = tl.where(zneg, -out, out)
