@@ -292,18 +292,19 @@ def test_mean_of_values_near_the_largest_float(backend: str) -> None:
 def test_half_precision_product_and_quotient_by_a_scalar(backend: str, dtype: torch.dtype) -> None:
     # Eager's CPU mul and div read a second operand that is a number or a 0-d float32 tensor at
     # float32, unrounded: `x // b` of a bfloat16 1000 by 1.1369 is 880, and 876 with b rounded
-    # to bfloat16 first (triton seed 9402, program 5754; pointwise._scalar_in_float32). Sums
-    # round the scalar: they stay as they were.
+    # to bfloat16 first (triton seed 9402, program 5754; division._scalar_in_float32). Sums
+    # round the scalar: they stay as they were. The product stays unrounded until stored, so
+    # addcdiv (a + (a / b) * -2 in the graph) still rounds once, as eager's (program 4274).
     b = torch.tensor(1.1369)
 
-    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (x * b, x / b, x // b, torch.div(x, b, rounding_mode="trunc"), x * 1.1369,
-                x / 0.3, x // 1.1369, x + b, x - 1.1369)
+                x / 0.3, x // 1.1369, x + b, x - 1.1369, torch.addcdiv(x, x, y, value=-2))
 
-    x = (torch.randn(4, 250) * 300).to(dtype)
+    x, y = (torch.randn(4, 250) * 300).to(dtype), (torch.randn(4, 250) + 3).to(dtype)
     x[0, 0] = 1000.0
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
-    for want, got in zip(fn(x), compiled(x), strict=True):
+    for want, got in zip(fn(x, y), compiled(x, y), strict=True):
         assert torch.equal(got, want)
 
 

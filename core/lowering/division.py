@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from polyduct.lowering.graph import LoweringContext
-from polyduct.lowering.values import Ops, cast, is_tensor, map_values
+from polyduct.lowering.values import Ops, is_tensor, map_values
 
 
 def _by_name(name: str) -> Callable[..., Any]:
@@ -36,19 +36,16 @@ def _scalar_in_float32(ctx: LoweringContext, b: Any) -> bool:
     return isinstance(b, (bool, int, float, sympy.Number))
 
 
-def _float32_then_round(ctx: LoweringContext, args: Sequence[Any], fn: Callable[..., Any]) -> Any:
-    """`fn` of `args` computed in float32, its result rounded once to the output dtype."""
-    out = ctx.out_dtype()
-
-    def apply(ops: Ops, *xs: Any) -> Any:
-        return cast(ops, fn(ops, *xs), torch.float32, out)
-
-    return map_values(ctx, args, torch.float32, apply)
+def _in_float32(ctx: LoweringContext, args: Sequence[Any], fn: Callable[..., Any]) -> Any:
+    """`fn` of `args` read at float32. Its result is left unrounded: a float16 / bfloat16 value
+    is held in float32 until it is stored, as every other (docs/conventions.md), so a fused
+    `a + (a / b) * -2` (addcdiv) still rounds once, as eager's does."""
+    return map_values(ctx, args, torch.float32, fn)
 
 
 def mul(ctx: LoweringContext, a: Any, b: Any) -> Any:
     if _scalar_in_float32(ctx, b):
-        return _float32_then_round(ctx, (a, b), _MUL)
+        return _in_float32(ctx, (a, b), _MUL)
     return map_values(ctx, (a, b), ctx.out_dtype(), _MUL)
 
 
@@ -67,7 +64,7 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
             return ops.trunc(ops.truediv(x, y))
 
     if _scalar_in_float32(ctx, b):
-        return _float32_then_round(ctx, (a, b), apply)
+        return _in_float32(ctx, (a, b), apply)
     return map_values(ctx, (a, b), out, apply)
 
 
