@@ -22,6 +22,11 @@ class FloorDiv(sympy.Function):
     nargs = (2,)
     is_integer = True
 
+    def _eval_is_nonnegative(self) -> bool | None:
+        # a nonnegative base over a positive divisor (sizes over sizes): printed as plain division
+        base, divisor = self.args
+        return True if base.is_nonnegative and divisor.is_positive else None
+
     @classmethod
     def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
         if divisor == 1:
@@ -47,6 +52,10 @@ class ModularIndexing(sympy.Function):
 
     nargs = (3,)
     is_integer = True
+
+    def _eval_is_nonnegative(self) -> bool | None:
+        base, divisor, modulus = self.args
+        return True if base.is_nonnegative and divisor.is_positive and modulus.is_positive else None
 
     @classmethod
     def eval(cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr) -> sympy.Expr | None:
@@ -237,6 +246,11 @@ class CIndexPrinter(StrPrinter):
 
     int_div = "/"
     """The language's division of integers, which truncates toward zero (C's `/`)."""
+    floordiv_fn = ""
+    """A function of the generated code's own that floor-divides two integers, if it has one:
+    a base that may be negative is then printed once. Spelled out, the floor remainder repeats
+    the base, and nested divisions of symbolic sizes (Swin's windows under dynamic shapes) grew
+    exponentially: a 20 MB kernel."""
 
     def _print_FloorDiv(self, expr: FloorDiv) -> str:
         base, divisor = (self._print(a) for a in expr.args)
@@ -244,6 +258,8 @@ class CIndexPrinter(StrPrinter):
             return f"(({base}) {self.int_div} ({divisor}))"
         # a base that may be negative (a size of a slice with a negative start, `(-s0) // 2`):
         # truncating division rounds up there, so the floor remainder is taken off first
+        if self.floordiv_fn:
+            return f"{self.floordiv_fn}({base}, {divisor})"
         return (f"((({base}) - (((({base}) % ({divisor})) + ({divisor})) % ({divisor}))) "
                 f"{self.int_div} ({divisor}))")
 

@@ -102,3 +102,25 @@ def test_small_terms_below_a_coefficient_drop_out_of_a_division() -> None:
         got = simplify(expr)
         assert values(got, ranges) == values(expr, ranges), (expr, got)
     assert simplify(FloorDiv(8 * X[0] + X[1], 32)) == FloorDiv(X[0], 4)
+
+
+def test_nested_floor_divisions_print_each_base_once() -> None:
+    # Swin's window padding under dynamic shapes nests floor divisions of sizes: spelled out,
+    # a floor division repeats its base, and the C++ kernel grew to 47 MB of source (gcc took
+    # minutes and 6 GB). Sizes over sizes are nonnegative (plain division); a base that may be
+    # negative goes through the language's floor-division function, printed once.
+    from polyduct.indexing import CIndexPrinter, size_symbol
+
+    class Printer(CIndexPrinter):
+        floordiv_fn = "floordiv"
+
+    s = size_symbol("s0")
+    sizes, maybe_negative = s, s
+    for _ in range(3):
+        sizes = FloorDiv(sizes, 2) + sympy.Mod(4 - sympy.Mod(FloorDiv(sizes, 2), 4), 4)
+    for _ in range(10):
+        maybe_negative = FloorDiv(maybe_negative - 3, 2)
+    assert sizes.is_nonnegative
+    assert "floordiv" not in Printer().doprint(FloorDiv(sizes, 2))
+    assert len(Printer().doprint(maybe_negative)) < 500
+    assert len(CIndexPrinter().doprint(maybe_negative)) > 20_000  # without the function

@@ -46,6 +46,12 @@ _CALL: Final = re.compile(r"((?:std::)?[A-Za-z_]\w*)\(")
 _R_LOOP: Final = re.compile(r"r\d+|pd_rf|pd_rb|pd_l|pd_rmain")
 
 
+class _CppIndexPrinter(CIndexPrinter):
+    """C index expressions; a floor division whose base may be negative calls the header's."""
+
+    floordiv_fn = "pd_floordiv<int64_t>"
+
+
 @dataclass
 class Indirect:
     """An indirect index variable: its C name, the raw value's name, size, and whether checked;
@@ -116,8 +122,11 @@ class Emitter:
         self.locals = {
             b.name: identifier(f"pd_loc_{b.name}") for b in spec.buffers if b.role == "local"
         }
-        self._subs = {s: sympy.Symbol(self.names[s.name], integer=True) for s in spec.size_args}
-        self._printer = CIndexPrinter()
+        # renamed with their assumptions (positive): a floor division of sizes stays C's `/`
+        self._subs = {
+            s: sympy.Symbol(self.names[s.name], **s.assumptions0) for s in spec.size_args
+        }
+        self._printer = _CppIndexPrinter()
         self._indirect: dict[str, Indirect] = {}
         self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
         self.load_exprs: list[sympy.Expr] = []  # indexes of buffer loads (for the loop order)

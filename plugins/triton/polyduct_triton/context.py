@@ -43,7 +43,10 @@ class KernelContext:
         self.spec = spec
         self.interpret = interpret
         self.args = spec.arg_names()
-        self.rename = {sym: sympy.Symbol(self.args[sym.name]) for sym in spec.size_args}
+        # renamed with their assumptions (positive): a floor division of sizes stays `//`
+        self.rename = {
+            sym: sympy.Symbol(self.args[sym.name], **sym.assumptions0) for sym in spec.size_args
+        }
         self.printer = _TritonIndexPrinter()
         self.stages: list[StageCode] = []
         self.locals: dict[str, str] = {}
@@ -105,5 +108,6 @@ class _TritonIndexPrinter(PythonIndexPrinter):
 
     min_fn, max_fn = "tl.minimum", "tl.maximum"
     int_div = "//"
+    floordiv_fn = "_ifloordiv"  # prelude
     _print_FloorDiv = CIndexPrinter._print_FloorDiv
     _print_Mod = CIndexPrinter._print_Mod

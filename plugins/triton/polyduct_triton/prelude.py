@@ -18,6 +18,13 @@ def _bf16_bits(x):
 
 
 @triton.jit
+def _ifloordiv(a, b):
+    # floor division of integers (index expressions): Triton's `//` truncates, as C's `/`
+    q = a // b
+    return tl.where((a % b != 0) & ((a < 0) != (b < 0)), q - 1, q)
+
+
+@triton.jit
 def _bf16_value(bits):
     return (bits.to(tl.int32) << 16).to(tl.float32, bitcast=True)
 
