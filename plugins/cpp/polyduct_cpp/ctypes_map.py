@@ -9,6 +9,7 @@ import torch
 
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import LOW_PRECISION
+from polyduct.indexing import CIndexPrinter
 
 STORAGE: Final[dict[torch.dtype, str]] = {
     torch.float32: "float",
@@ -78,3 +79,9 @@ def literal(value: bool | float, dtype: torch.dtype) -> str:
     if number == -(2**63):
         return "static_cast<int64_t>(INT64_MIN)"
     return f"static_cast<{ctype}>(INT64_C({number}))" if number < 2**63 else f"{number}ULL"
+
+
+class CppIndexPrinter(CIndexPrinter):
+    """C index expressions; a floor division whose base may be negative calls the header's."""
+
+    floordiv_fn = "pd_floordiv<int64_t>"

@@ -1,7 +1,6 @@
 """`Emitter`: the state of one kernel being traced: typed temporaries, buffers, index printing,
 indirect-index checks, masked bodies and error sites. Stage-specific ops (reduction, scan, sort)
-live in `StageEmitter` (stage.py), which subclasses this.
-"""
+live in `StageEmitter` (stage.py), which subclasses this."""
 
 from __future__ import annotations
 
@@ -17,11 +16,12 @@ import torch
 from polyduct.codegen import CSE, IndentedBuffer, Value, identifier
 from polyduct.errors import UnsupportedOp
 from polyduct.handlers.dtypes import DtypePropagation
-from polyduct.indexing import CIndexPrinter, index_vars
+from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
 from polyduct.ops import StoreMode
 from polyduct_cpp.ctypes_map import (
     LOW_PRECISION,
+    CppIndexPrinter,
     compute_type,
     from_storage,
     literal,
@@ -44,12 +44,6 @@ _CALL: Final = re.compile(r"((?:std::)?[A-Za-z_]\w*)\(")
 
 # names that vary along the reduction loops (the loop counters and reduction variables)
 _R_LOOP: Final = re.compile(r"r\d+|pd_rf|pd_rb|pd_l|pd_rmain")
-
-
-class _CppIndexPrinter(CIndexPrinter):
-    """C index expressions; a floor division whose base may be negative calls the header's."""
-
-    floordiv_fn = "pd_floordiv<int64_t>"
 
 
 @dataclass
@@ -123,10 +117,8 @@ class Emitter:
             b.name: identifier(f"pd_loc_{b.name}") for b in spec.buffers if b.role == "local"
         }
         # renamed with their assumptions (positive): a floor division of sizes stays C's `/`
-        self._subs = {
-            s: sympy.Symbol(self.names[s.name], **s.assumptions0) for s in spec.size_args
-        }
-        self._printer = _CppIndexPrinter()
+        self._subs = {s: sympy.Symbol(self.names[s.name], **s.assumptions0) for s in spec.size_args}
+        self._printer = CppIndexPrinter()
         self._indirect: dict[str, Indirect] = {}
         self.index_exprs: list[sympy.Expr] = []  # every index printed (for loop flattening)
         self.load_exprs: list[sympy.Expr] = []  # indexes of buffer loads (for the loop order)
