@@ -292,7 +292,7 @@ def test_mean_of_values_near_the_largest_float(backend: str) -> None:
 def test_half_precision_product_and_quotient_by_a_scalar(backend: str, dtype: torch.dtype) -> None:
     # Eager's CPU mul and div read a second operand that is a number or a 0-d float32 tensor at
     # float32, unrounded: `x // b` of a bfloat16 1000 by 1.1369 is 880, and 876 with b rounded
-    # to bfloat16 first (triton seed 9402, program 5754; division._scalar_in_float32). Sums
+    # to bfloat16 first (triton seed 9402, program 5754; division._operand_dtype). Sums
     # round the scalar: they stay as they were. The product stays unrounded until stored, so
     # addcdiv (a + (a / b) * -2 in the graph) still rounds once, as eager's (program 4274).
     b = torch.tensor(1.1369)

@@ -3,59 +3,46 @@ the scalar operands eager's CPU kernels read at float32 in float16 / bfloat16 ar
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import sympy
 import torch
 
 from polyduct.lowering.graph import LoweringContext
-from polyduct.lowering.values import Ops, is_tensor, map_values
+from polyduct.lowering.values import Ops, is_tensor, map_values, named_op
 
 
-def _by_name(name: str) -> Callable[..., Any]:
-    def apply(ops: Ops, x: Any, y: Any) -> Any:
-        return getattr(ops, name)(x, y)
-
-    return apply
-
-
-_MUL, _TRUEDIV = _by_name("mul"), _by_name("truediv")
-
-
-def _scalar_in_float32(ctx: LoweringContext, b: Any) -> bool:
-    """Whether eager's CPU kernel reads divisor or factor `b` at float32 (its "opmath") rather
-    than rounded to the float16 / bfloat16 result: a number, or a 0-d float32 / float64 tensor,
-    as the second operand of mul and div (floor, trunc too). `x // b` of a bfloat16 1000 and
-    b = 1.1369 is 880 (879.6 floored, rounded); with b rounded to 1.1406 first, 876 (triton
-    seed 9402, program 5754)."""
-    if ctx.out_dtype() not in (torch.float16, torch.bfloat16):
-        return False
+def _operand_dtype(ctx: LoweringContext, b: Any) -> torch.dtype:
+    """The dtype mul and div read their operands in: the result's, or float32 where eager's CPU
+    kernel reads divisor or factor `b` at float32 (its "opmath") rather than rounded to a float16
+    / bfloat16 result: a number, or a 0-d float32 / float64 tensor, as the second operand (floor
+    and trunc division too). `x // b` of a bfloat16 1000 and b = 1.1369 is 880 (879.6 floored,
+    rounded); with b rounded to 1.1406 first, 876 (triton seed 9402, program 5754). The float32
+    result is left unrounded: a float16 / bfloat16 value is held in float32 until it is stored,
+    as every other (docs/conventions.md), so a fused `a + (a / b) * -2` (addcdiv) still rounds
+    once, as eager's does."""
+    out = ctx.out_dtype()
+    if out not in (torch.float16, torch.bfloat16):
+        return out
     if is_tensor(b):
-        return len(b.size) == 0 and b.dtype in (torch.float32, torch.float64)
-    return isinstance(b, (bool, int, float, sympy.Number))
-
-
-def _in_float32(ctx: LoweringContext, args: Sequence[Any], fn: Callable[..., Any]) -> Any:
-    """`fn` of `args` read at float32. Its result is left unrounded: a float16 / bfloat16 value
-    is held in float32 until it is stored, as every other (docs/conventions.md), so a fused
-    `a + (a / b) * -2` (addcdiv) still rounds once, as eager's does."""
-    return map_values(ctx, args, torch.float32, fn)
+        wide = len(b.size) == 0 and b.dtype in (torch.float32, torch.float64)
+    else:
+        wide = isinstance(b, (bool, int, float, sympy.Number))
+    return torch.float32 if wide else out
 
 
 def mul(ctx: LoweringContext, a: Any, b: Any) -> Any:
-    if _scalar_in_float32(ctx, b):
-        return _in_float32(ctx, (a, b), _MUL)
-    return map_values(ctx, (a, b), ctx.out_dtype(), _MUL)
+    return map_values(ctx, (a, b), _operand_dtype(ctx, b), named_op("mul"))
 
 
 def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
     out = ctx.out_dtype()
     if not out.is_floating_point and rounding_mode is not None:
         name = "floordiv" if rounding_mode == "floor" else "truncdiv"
-        return map_values(ctx, (a, b), out, _by_name(name))
+        return map_values(ctx, (a, b), out, named_op(name))
     if rounding_mode is None:
-        apply = _TRUEDIV
+        apply = named_op("truediv")
     elif rounding_mode == "floor":
         apply = _float_floordiv(out)
     else:
@@ -63,9 +50,7 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
         def apply(ops: Ops, x: Any, y: Any) -> Any:
             return ops.trunc(ops.truediv(x, y))
 
-    if _scalar_in_float32(ctx, b):
-        return _in_float32(ctx, (a, b), apply)
-    return map_values(ctx, (a, b), out, apply)
+    return map_values(ctx, (a, b), _operand_dtype(ctx, b), apply)
 
 
 def _float_floordiv(out: torch.dtype) -> Callable[..., Any]:

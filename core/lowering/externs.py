@@ -36,8 +36,9 @@ def extern_call(
     `effect_only`: the call runs for its effect, whatever `node` returns)."""
     views: list[tuple[str, StorageView]] = []
     fx_args = node.args if len(node.args) == len(args) else (None,) * len(args)
+    metas = [_meta(f) for f in fx_args]
     c_args = tuple(
-        _constant(graph, a, views, op, node, _meta(f)) for a, f in zip(args, fx_args, strict=True)
+        _constant(graph, a, views, op, node, m) for a, m in zip(args, metas, strict=True)
     )
     c_kwargs = tuple(
         (k, _constant(graph, v, views, op, node, _meta(node.kwargs.get(k))))
@@ -45,7 +46,6 @@ def extern_call(
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
     val = None if effect_only else node.meta.get("val")
-    metas = [_meta(f) for f in fx_args]
     follows = _laid_out_otherwise(graph, c_args, views) or _strided_otherwise(
         graph, c_args, metas, views
     )
@@ -123,10 +123,19 @@ def _laid_out_otherwise(graph: IRGraph, args: Sequence[Any], views: Sequence[tup
     """Whether a tensor argument of an extern call is channels-last (4 or 5 dims, channels
     innermost): torch's convolutions, pools and norms then choose a channels-last result, whatever
     layout the meta function promised (a kernel of ours may lay a value out otherwise than eager)."""
-    layouts = {name: view.layout for name, view in views}
     refs = [a for a in pytree.tree_leaves(list(args)) if isinstance(a, Ref)]
-    found = [layouts.get(r.name) or getattr(graph.buffers.get(r.name), "layout", None) for r in refs]
+    found = [_argument_layout(graph, views, r) for r in refs]
     return any(lay is not None and _channels_last(lay) for lay in found)
+
+
+def _argument_layout(
+    graph: IRGraph, views: Sequence[tuple[str, StorageView]], arg: Ref
+) -> Layout | None:
+    """The layout a tensor argument reaches a library call with (a view's, or its buffer's)."""
+    for name, view in views:
+        if name == arg.name:
+            return view.layout
+    return getattr(graph.buffers.get(arg.name), "layout", None)
 
 
 def _strided_otherwise(
@@ -137,11 +146,10 @@ def _strided_otherwise(
     strides than its fake tensor promised. `topk` as a sort keeps the whole sorted row, its
     result a slice of it; viewed as another dtype, the rows were read as if packed (fuzz
     triton seed 9402, program 4258)."""
-    layouts = {name: view.layout for name, view in views}
     for arg, meta in zip(args, metas, strict=True):
         if not (isinstance(arg, Ref) and isinstance(meta, torch.Tensor)):
             continue
-        layout = layouts.get(arg.name) or getattr(graph.buffers.get(arg.name), "layout", None)
+        layout = _argument_layout(graph, views, arg)
         if layout is None:
             continue
         pairs = zip(layout.size, layout.stride, meta_layout(meta).stride, strict=True)

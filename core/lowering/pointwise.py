@@ -18,6 +18,7 @@ from polyduct.lowering.values import (
     is_tensor,
     lazy,
     map_values,
+    named_op,
     operand,
     promoted,
 )
@@ -119,17 +120,9 @@ _COMPARE = ("eq", "ne", "lt", "le", "gt", "ge")
 _LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
 
-def _op(name: str) -> Callable[..., Any]:
-    def apply(ops: Ops, *values: Any) -> Any:
-        return getattr(ops, name)(*values)
-
-    apply.__name__ = f"apply_{name}"
-    return apply
-
-
 def elementwise(name: str) -> LoweringFn:
     """Lowering that converts operands to the output dtype and applies op `name`."""
-    apply = _op(name)
+    apply = named_op(name)
 
     def lower(ctx: LoweringContext, *args: Any) -> Any:
         return map_values(ctx, args, ctx.out_dtype(), apply)
@@ -140,7 +133,7 @@ def elementwise(name: str) -> LoweringFn:
 
 def compare(name: str) -> LoweringFn:
     """Comparison / logical op: operands promoted together, bool result."""
-    apply = _op(name)
+    apply = named_op(name)
 
     def lower(ctx: LoweringContext, *args: Any) -> Any:
         return map_values(ctx, args, promoted(*args), apply)
@@ -151,7 +144,7 @@ def compare(name: str) -> LoweringFn:
 
 def predicate(name: str) -> LoweringFn:
     """isnan / isinf / signbit / logical_not: the operand keeps its dtype, bool result."""
-    apply = _op(name)
+    apply = named_op(name)
 
     def lower(ctx: LoweringContext, x: Any) -> Any:
         return map_values(ctx, (x,), x.dtype, apply)
@@ -198,12 +191,12 @@ def _negative(dtype: torch.dtype) -> Callable[..., Any]:
 
 
 def _int_mod(dtype: torch.dtype) -> Callable[..., Any]:
-    return _op("mod")
+    return named_op("mod")
 
 
 def _add(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
     if not is_tensor(alpha) and alpha == 1:
-        return map_values(ctx, (a, b), ctx.out_dtype(), _op("add"))
+        return map_values(ctx, (a, b), ctx.out_dtype(), named_op("add"))
     return map_values(ctx, (a, b, alpha), ctx.out_dtype(), _axpy("add"))
 
 
@@ -216,7 +209,7 @@ def _sub(ctx: LoweringContext, a: Any, b: Any, alpha: Any = 1) -> Any:
             str(ctx.node.target), ctx.node.name, "subtraction of bool tensors (eager refuses it)"
         )
     if not is_tensor(alpha) and alpha == 1:
-        return map_values(ctx, (a, b), ctx.out_dtype(), _op("sub"))
+        return map_values(ctx, (a, b), ctx.out_dtype(), named_op("sub"))
     return map_values(ctx, (a, b, alpha), ctx.out_dtype(), _axpy("sub"))
 
 
@@ -234,7 +227,7 @@ def _axpy(name: str) -> Callable[..., Any]:
 def _fmod(ctx: LoweringContext, a: Any, b: Any) -> Any:
     # The op `fmod` is for floats; on integers C's remainder (sign of the dividend) is `mod`.
     out = ctx.out_dtype()
-    return map_values(ctx, (a, b), out, _op("fmod" if out.is_floating_point else "mod"))
+    return map_values(ctx, (a, b), out, named_op("fmod" if out.is_floating_point else "mod"))
 
 
 def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
@@ -245,7 +238,7 @@ def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
         special = _POWERS.get(float(b)) if out.is_floating_point else _INT_POWERS.get(float(b))
         if special is not None:
             return map_values(ctx, (a,), out, special)
-    return map_values(ctx, (a, b), out, _op("pow"))
+    return map_values(ctx, (a, b), out, named_op("pow"))
 
 
 def _cube(ops: Ops, x: Any) -> Any:
@@ -256,12 +249,12 @@ def _reciprocal_square(ops: Ops, x: Any) -> Any:
     return ops.reciprocal(ops.mul(x, x))
 
 
-_INT_POWERS: dict[float, Callable[..., Any]] = {2.0: _op("square"), 3.0: _cube}
+_INT_POWERS: dict[float, Callable[..., Any]] = {2.0: named_op("square"), 3.0: _cube}
 _POWERS: dict[float, Callable[..., Any]] = {
     **_INT_POWERS,
-    0.5: _op("sqrt"),
-    -0.5: _op("rsqrt"),
-    -1.0: _op("reciprocal"),
+    0.5: named_op("sqrt"),
+    -0.5: named_op("rsqrt"),
+    -1.0: named_op("reciprocal"),
     -2.0: _reciprocal_square,
 }
 
@@ -375,7 +368,7 @@ def _polygamma(ctx: LoweringContext, n: int, x: Any) -> Any:
 
 def _fmax_fmin(name: str) -> LoweringFn:
     """fmax / fmin: like maximum / minimum, but a NaN operand yields the other one."""
-    pick = _op(name)
+    pick = named_op(name)
 
     def lower(ctx: LoweringContext, a: Any, b: Any) -> Any:
         if not ctx.out_dtype().is_floating_point:

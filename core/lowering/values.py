@@ -129,6 +129,16 @@ def unbroadcast(ctx: Any, value: Any, out: Sequence[Expr], meta: Any = None) -> 
     return ctx.graph.realize(value) if layout is None else ctx.graph.realize(value, layout)
 
 
+def named_op(name: str) -> Callable[..., Any]:
+    """`fn(ops, *values)` applying the op handler's op `name`."""
+
+    def apply(ops: Ops, *values: Any) -> Any:
+        return getattr(ops, name)(*values)
+
+    apply.__name__ = f"apply_{name}"
+    return apply
+
+
 def map_values(ctx: Any, args: Sequence[Any], dtype: torch.dtype, fn: Callable[..., Any]) -> Lazy:
     """Pointwise: `fn(ops, *operands)` over `args` broadcast to the node's output size."""
     out = ctx.out_size()

@@ -111,7 +111,7 @@ def reduction(
     and infinities are not 0 (halide seed 9203, program 7788). So each float value is read
     through the opaque zero, about which the pass can prove nothing.
     """
-    build, _ = m.REDUCTIONS[rtype]
+    build, outputs = m.REDUCTIONS[rtype]
     if strict:
         pure = [hl.Var(f"{name}_v{i}") for i in range(len(rvars))]
         traced = trace(*xv, *pure)
@@ -132,7 +132,7 @@ def reduction(
         return build(name, xv, values, pos, dtype)
     funcs = build(name, xv, values, pos, hl.Float(64))
     results = []
-    for i, func in enumerate(funcs[: m.REDUCTIONS[rtype][1]]):
+    for i, func in enumerate(funcs[:outputs]):
         narrow = hl.Func(f"{name}_f32_{i}")
         narrow[xv] = hl.cast(dtype, func[xv])
         results.append(narrow)

@@ -23,6 +23,13 @@ B = torch.bool
 _NVIDIA = torch.version.hip is None  # compiled kernels may carry PTX (float32 exp's ex2.approx)
 
 
+# float compute type -> (the integer type of its bits, its sign bit as that integer)
+_SIGN_BIT = {
+    "tl.float32": ("tl.int32", "-2147483648"),
+    "tl.float64": ("tl.int64", "-9223372036854775808"),
+}
+
+
 class TritonEmitter:
     """Shared plumbing: a kernel context, CSE'd temporaries and typed constants."""
 
@@ -37,8 +44,7 @@ class TritonEmitter:
         ctype = compute_tl(dtype)
         if is_float(dtype) and value == 0 and math.copysign(1.0, float(value)) < 0:
             # -0.0 as bits: compiled kernels fold the literal -0.0 into +0.0.
-            bits = "tl.int64, -9223372036854775808" if ctype == "tl.float64" else "tl.int32, -2147483648"
-            ibits, ival = bits.split(", ")
+            ibits, ival = _SIGN_BIT[ctype]
             return V(f"tl.full({shape}, {ival}, {ibits}).to({ctype}, bitcast=True)", dtype)
         return V(f"tl.full({shape}, {literal(value, dtype)}, {ctype})", dtype)
 
@@ -88,8 +94,7 @@ class TritonPrimitiveOps(TritonEmitter):
             return self._v(f"tl.where({x0} != {x0}, float('nan'), {x0} * -1)", x0.dtype)
         # Eager flips the sign bit, of zeros and NaNs too. Triton lowers `-x` to `0 - x` (+0.0
         # for +0.0 on GPUs), and `x * -1` keeps a NaN's sign (triton seed 9402, program 8177).
-        bits = "tl.int64" if x0.dtype == torch.float64 else "tl.int32"
-        sign = "-9223372036854775808" if x0.dtype == torch.float64 else "-2147483648"
+        bits, sign = _SIGN_BIT[compute_tl(x0.dtype)]
         flipped = f"({x0}.to({bits}, bitcast=True) ^ {sign})"
         return self._v(f"{flipped}.to({x0}.dtype, bitcast=True)", x0.dtype)
 
