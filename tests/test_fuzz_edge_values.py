@@ -271,15 +271,17 @@ def test_cosine_of_a_narrow_integer_compiles_quickly(backend: str) -> None:
     torch.testing.assert_close(compiled(x), fn(x))
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpp", "halide"])
-def test_mean_of_values_near_the_largest_float(backend: str) -> None:
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+@pytest.mark.parametrize("width", [10, 3000])
+def test_mean_of_values_near_the_largest_float(backend: str, width: int) -> None:
     # A row's float32 sum overflows where its mean does not; eager's CPU Welford accumulates in
     # float64. Halide and the reference summed in float32 and gave inf, then NaN (halide seed
-    # 9203, program 5825). Triton's block mean is a sum over a count too (as Inductor's
-    # persistent reductions are): not held there.
+    # 9203, program 5825). Triton's block mean was a sum over a count (as Inductor's persistent
+    # reductions are); a block whose sum overflows now sums its values scaled by the count.
+    # 3000 columns take Triton's looped reduction, 10 its single block.
     big = torch.finfo(torch.float32).max
-    x = torch.zeros(3, 10)
-    x[0, 0], x[0, 9], x[1, :] = big, big, big / 2
+    x = torch.zeros(3, width)
+    x[0, 0], x[0, 9], x[1, ::2], x[1, 1::2] = big, big, big / 2, big / 4
     x[2, ::2] = -big
     compiled = torch.compile(_var_mean_rows, backend="polyduct", options={"kernels": backend})
     for want, got in zip(_var_mean_rows(x), compiled(x), strict=True):

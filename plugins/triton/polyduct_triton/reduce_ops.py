@@ -189,8 +189,10 @@ class TritonReduceOps(TritonEmitter):
         self._line(f"_n = {aw} + {bw}")
         self._line("_ns = tl.where(_n == 0, 1.0, _n)")
         self._line(f"_d = {bm} - {am}")
-        self._line(f"{am}, {a2}, {aw} = {am} + _d * {bw} / _ns, "
-                   f"{a2} + {b2} + _d * _d * {aw} * {bw} / _ns, _n")
+        # weights before products, so an empty accumulator or a mean near the range's end
+        # adds 0 rather than inf * 0
+        self._line(f"{am}, {a2}, {aw} = {am} + _d * ({bw} / _ns), "
+                   f"{a2} + {b2} + _d * ({aw} * ({bw} / _ns)) * _d, _n")
 
     def _welford_accs(self, dtype: torch.dtype) -> tuple[str, str, str]:
         tl_type = compute_tl(dtype)
@@ -200,7 +202,13 @@ class TritonReduceOps(TritonEmitter):
         accs = self._welford_accs(dtype)
         vals = self._full(value, dtype, "0")
         cnt = self._block_count(dtype)
-        mean = self._v(f"tl.sum({vals}, 1, keep_dims=True) / tl.where({cnt} == 0, 1, {cnt})", dtype)
+        safe = f"tl.where({cnt} == 0, 1, {cnt})"
+        total = self._v(f"tl.sum({vals}, 1, keep_dims=True)", dtype).name
+        # A sum past the dtype's range whose mean is in range (eager's Welford never overflows
+        # there) is summed again scaled by 2**-32, which rounds as the unscaled sum would.
+        scaled = f"tl.sum({vals} * {2.0**-32!r}, 1, keep_dims=True) / {safe} * {2.0**32!r}"
+        overflowed = f"(tl.abs({total}) == float(\"inf\")) & (tl.abs({scaled}) < float(\"inf\"))"
+        mean = self._v(f"tl.where({overflowed}, {scaled}, {total} / {safe})", dtype)
         dev = f"tl.where({self.ctx.mask()}, {vals} - {mean}, 0)"
         m2 = self._v(f"tl.sum({dev} * {dev}, 1, keep_dims=True)", dtype).name
         self._welford_merge(accs, (mean.name, m2, cnt))
