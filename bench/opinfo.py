@@ -3,7 +3,9 @@
 Results go to a JSON-lines file (one line per case, `--out`, default
 bench/results/opinfo_<backend>.jsonl). A rerun resumes: finished cases are kept, and a case that was
 started but never finished (the process died in it) is recorded as a crash. Run it in a loop to
-survive crashes: `until python -m bench.opinfo --backend cpp; do :; done`. Each case has a time
+survive crashes: `until python -m bench.opinfo --backend cpp; do :; done`. `--shard K/N` runs every Nth
+case from the Kth into its own file, so N processes share the sweep; concatenated into one file,
+a run without `--shard` finds every case done and prints the summary. Each case has a time
 limit (`--timeout`, seconds); one that runs past it is a failure.
 """
 
@@ -61,6 +63,13 @@ def _first_line(detail: str) -> str:
     return (lines[0] if lines else "")[:200]
 
 
+def _shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return int(k), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--backend", required=True)
@@ -68,16 +77,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--only", default="", help="comma-separated OpInfo names")
     parser.add_argument("--decomposed", action="store_true", help="decomposed ops' OpInfos too")
+    parser.add_argument("--shard", type=_shard, default=(1, 1), metavar="K/N",
+                        help="every Nth case from the Kth (1-based): N processes share a sweep")
     parser.add_argument("--out")
     args = parser.parse_args(argv)
     wide = "_decomposed" if args.decomposed else ""
-    out = Path(args.out or RESULTS / f"opinfo_{args.backend}{wide}.jsonl")
+    k, n_shards = args.shard
+    part = f".{k}-of-{n_shards}" if n_shards > 1 else ""
+    out = Path(args.out or RESULTS / f"opinfo_{args.backend}{wide}{part}.jsonl")
     out.parent.mkdir(parents=True, exist_ok=True)
     done, crashed = _done(out)
     signal.signal(signal.SIGALRM, _alarm)
     cases = opinfo_cases(args.samples, decomposed=args.decomposed)
     if args.only:
         cases = [c for c in cases if c.op in args.only.split(",")]
+    cases = cases[k - 1::n_shards]
     with out.open("a") as log:
         for n, case in enumerate(cases):
             if case.id in done:
