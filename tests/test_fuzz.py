@@ -14,7 +14,14 @@ from polyduct.fuzz import check
 from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, check_program
 from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
 from polyduct.fuzz.generate import generate
-from polyduct.fuzz.program import InputSpec, Program, Stmt, make_inputs, shadow_values
+from polyduct.fuzz.program import (
+    InputSpec,
+    Program,
+    Stmt,
+    make_inputs,
+    render_function,
+    shadow_values,
+)
 from polyduct.fuzz.repro import load_module, render_module
 from polyduct.fuzz.runner import FAILURES, Campaign, run_campaign, summary_table
 from polyduct.fuzz.shrink import shrink
@@ -212,6 +219,28 @@ def test_upstream_means_torch_gives_our_results(monkeypatch: pytest.MonkeyPatch)
         found = check._classified(_differs_when_compiled, _one_input(), "cpu", 0, {"out0": x},
                                   None, problems, ours)
         assert type(found) is verdict, (culprit, verdict)
+
+
+def _sign_program(flip: str) -> Program:
+    # Under compilation the sign of `flip`'s elements of a0 is flipped before copysign reads it.
+    flipped = f"(torch.where({flip}, -a0, a0) if torch.compiler.is_compiling() else a0)"
+    return Program(
+        (InputSpec("a0", (16, 33), torch.float32, values="edge"),
+         InputSpec("a1", (16, 33), torch.float32)),
+        (Stmt("v0", flipped), Stmt("v1", "torch.copysign(a1, v0)"), Stmt("v2", "torch.signbit(v0)")),
+        ("v1", "v2"),
+    )
+
+
+def test_only_the_sign_of_a_nan_is_not_a_mismatch() -> None:
+    # x86 gives `0 / 0` the negative NaN, gcc folds it to the positive one (cpp seed 9501,
+    # program 1544: copysign by `b / b` of a bool b): docs/conventions.md leaves that sign open.
+    for flip, verdict in (("a0 != a0", InvalidProgram), ("a0 > 0", Mismatch)):
+        program = _sign_program(flip)
+        scope: dict[str, object] = {"torch": torch}
+        exec(render_function(program), scope)  # noqa: S102 -- the program's own text
+        with pytest.raises(verdict, match="sign of a NaN" if verdict is InvalidProgram else "v1"):
+            check_program(scope["fn"], program, "reference")  # type: ignore[arg-type]
 
 
 def test_eager_errors_make_a_program_invalid() -> None:

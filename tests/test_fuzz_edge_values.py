@@ -340,3 +340,23 @@ def test_sign_of_the_nan_of_a_negative_base_to_a_fractional_power(
 
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     assert torch.equal(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_clamp_keeps_a_value_equal_to_its_bound(backend: str) -> None:
+    # eager's clamp keeps x where it equals a bound: clamp(-0.0, min=0.0) is -0.0, which a
+    # maximum gives as +0.0 (cpp seed 9501, program 484: `.view(torch.int32)` of it); NaN in x or
+    # in a bound is NaN.
+    nan = float("nan")
+
+    def fn(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (x.clamp(min=0.0).view(torch.int32), x.clamp(max=-0.0).view(torch.int32),
+                x.clamp(0.0, -0.0).view(torch.int32), torch.clamp(x, lo, hi),
+                x.clamp(min=2.0, max=1.0))
+
+    x = torch.tensor([1.0, nan, -0.0, 0.0, 5.0, -3.0, float("inf"), -float("inf")] * 3)
+    lo, hi = torch.full_like(x, -1.0), torch.full_like(x, 2.0)
+    lo[::5], hi[::7] = nan, nan
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    for want, got in zip(fn(x, lo, hi), compiled(x, lo, hi), strict=True):
+        torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)

@@ -279,11 +279,24 @@ def _clamp(ctx: LoweringContext, x: Any, lo: Any = None, hi: Any = None) -> Any:
     bounds = [v for v in (lo, hi) if v is not None]
     has_lo, has_hi = lo is not None, hi is not None
 
+    # eager's clamp keeps `x` where it equals a bound (clamp(-0.0, min=0.0) is -0.0, where
+    # maximum gives +0.0) and is NaN where `x` or a bound is
+    floats = ctx.out_dtype().is_floating_point
+    # a bound known at compile time to be a number needs no NaN test
+    maybe_nan = [not isinstance(v, (int, float)) or math.isnan(v) for v in bounds]
+
+    def bounded(ops: Ops, v: Any, bound: Any, beyond: Any, nan: bool) -> Any:
+        if not floats:
+            return ops.where(beyond, bound, v)
+        if nan:
+            beyond = ops.logical_or(beyond, ops.ne(bound, bound))
+        return ops.where(beyond, bound, v)
+
     def apply(ops: Ops, v: Any, *b: Any) -> Any:
         if has_lo:
-            v = ops.maximum(v, b[0])
+            v = bounded(ops, v, b[0], ops.lt(v, b[0]), maybe_nan[0])
         if has_hi:
-            v = ops.minimum(v, b[-1])
+            v = bounded(ops, v, b[-1], ops.gt(v, b[-1]), maybe_nan[-1])
         return v
 
     return map_values(ctx, (x, *bounds), ctx.out_dtype(), apply)
