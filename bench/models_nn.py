@@ -86,11 +86,16 @@ def all_specs() -> list[ModelSpec]:
 
 
 def by_names(names: list[str] | None) -> list[ModelSpec]:
-    specs = all_specs()
+    """The suite (no names), or the named models of the suite and of `bench.models_extra`
+    (`extra`: all of the latter)."""
+    from bench.models_extra import extra_specs
+
+    specs, extra = all_specs(), extra_specs()
     if not names:
         return specs
-    known = {s.name: s for s in specs}
+    names = [n for name in names for n in ([s.name for s in extra] if name == "extra" else [name])]
+    known = {s.name: s for s in [*specs, *extra]}
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise SystemExit(f"unknown models {unknown}; known: {sorted(known)}")
+        raise SystemExit(f"unknown models {unknown}; known: {sorted(known)} and 'extra'")
     return [known[n] for n in names]

@@ -1,0 +1,106 @@
+"""Architectures beyond the suite: a second set of `transformers` models, built the same way
+(small configs, random weights, nothing downloaded), run only when named
+(`python -m bench models --models extra`, or by name). They check that what the suite shows holds
+for models it was not tuned on: grouped and multi-query attention, ALiBi, mixture of experts,
+relative position biases, BatchNorm inside attention, depthwise and grouped convolutions, raw
+audio."""
+
+from __future__ import annotations
+
+import torch
+
+from bench.models_zoo import (
+    _BART_LIKE,
+    _BERT_LIKE,
+    _LLAMA_LIKE,
+    _LM,
+    BATCH,
+    HIDDEN,
+    IMAGE_SIZES,
+    TEXT_SIZES,
+    VOCAB,
+    Inputs,
+    ModelSpec,
+    _hf,
+    image_inputs,
+    seq2seq_inputs,
+    text_inputs,
+)
+
+_VIT_LIKE = {"hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 2 * HIDDEN, "image_size": 32, "patch_size": 8}
+_STAGES = {"hidden_sizes": [16, 32, 48, 64], "depths": [1, 1, 1, 1]}
+
+
+def audio_inputs(gen: torch.Generator, size: int, device: str) -> Inputs:
+    """Raw waveforms of 50 * size samples."""
+    return {"input_values": torch.randn(BATCH, 50 * size, generator=gen).to(device)}
+
+
+def _decoder(name: str, model: str, config: str, mask: bool, **kw: object) -> ModelSpec:
+    return ModelSpec(name, "decoder", _hf(model, config, **kw), text_inputs(mask), TEXT_SIZES)
+
+
+def extra_specs() -> list[ModelSpec]:
+    gpt_like = {"vocab_size": VOCAB, "n_embd": HIDDEN, "n_layer": 2, "n_head": 4}
+    return [
+        _decoder("gemma", "GemmaForCausalLM", "GemmaConfig", False, **_LLAMA_LIKE, head_dim=16),
+        _decoder("gemma2", "Gemma2ForCausalLM", "Gemma2Config", True, **_LLAMA_LIKE, head_dim=16,
+                 sliding_window=16),
+        _decoder("falcon", "FalconForCausalLM", "FalconConfig", True, **_LM, num_attention_heads=4),
+        _decoder("bloom", "BloomForCausalLM", "BloomConfig", True, vocab_size=VOCAB,
+                 hidden_size=HIDDEN, n_layer=2, n_head=4),
+        _decoder("gptj", "GPTJForCausalLM", "GPTJConfig", True, **gpt_like, rotary_dim=8,
+                 n_positions=128),
+        _decoder("gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeConfig", True, **gpt_like,
+                 n_positions=128),
+        _decoder("mixtral", "MixtralForCausalLM", "MixtralConfig", False, **_LLAMA_LIKE,
+                 num_local_experts=4, num_experts_per_tok=2, experts_implementation="eager"),
+        _decoder("phi3", "Phi3ForCausalLM", "Phi3Config", True, **_LLAMA_LIKE),
+        ModelSpec("mpnet", "encoder", _hf("MPNetForMaskedLM", "MPNetConfig", **_BERT_LIKE),
+                  text_inputs(True), TEXT_SIZES),
+        ModelSpec("convbert", "encoder",
+                  _hf("ConvBertForSequenceClassification", "ConvBertConfig", **_BERT_LIKE,
+                      embedding_size=HIDDEN),
+                  text_inputs(True), TEXT_SIZES),
+        ModelSpec("mbart", "seq2seq",
+                  _hf("MBartForConditionalGeneration", "MBartConfig", vocab_size=VOCAB,
+                      **_BART_LIKE, max_position_embeddings=128),
+                  seq2seq_inputs, TEXT_SIZES),
+        ModelSpec("beit", "vision",
+                  _hf("BeitForImageClassification", "BeitConfig", **_VIT_LIKE,
+                      use_relative_position_bias=True, drop_path_rate=0.0),
+                  image_inputs(), (32,)),  # relative position tables are sized for one image
+        ModelSpec("deit", "vision",
+                  _hf("DeiTForImageClassification", "DeiTConfig", **_VIT_LIKE),
+                  image_inputs(), (32,)),
+        ModelSpec("mobilenet_v2", "vision",
+                  _hf("MobileNetV2ForImageClassification", "MobileNetV2Config",
+                      depth_multiplier=0.35, image_size=32),
+                  image_inputs(), IMAGE_SIZES),
+        ModelSpec("regnet", "vision",
+                  _hf("RegNetForImageClassification", "RegNetConfig", **_STAGES, groups_width=8,
+                      embedding_size=16),
+                  image_inputs(), IMAGE_SIZES),
+        ModelSpec("efficientnet", "vision",
+                  _hf("EfficientNetForImageClassification", "EfficientNetConfig",
+                      width_coefficient=0.25, depth_coefficient=0.25, image_size=32,
+                      hidden_dim=320),
+                  image_inputs(), IMAGE_SIZES),
+        ModelSpec("poolformer", "vision",
+                  _hf("PoolFormerForImageClassification", "PoolFormerConfig", **_STAGES),
+                  image_inputs(), IMAGE_SIZES),
+        ModelSpec("levit", "vision",
+                  _hf("LevitForImageClassification", "LevitConfig", image_size=64,
+                      hidden_sizes=[32, 48, 64], num_attention_heads=[2, 2, 2], depths=[1, 1, 1],
+                      key_dim=[8, 8, 8]),
+                  image_inputs(), (64,)),  # attention biases are sized for one image
+        ModelSpec("wav2vec2", "audio",
+                  _hf("Wav2Vec2ForCTC", "Wav2Vec2Config", vocab_size=32, hidden_size=HIDDEN,
+                      num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * HIDDEN,
+                      conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+                      mask_time_prob=0.0, hidden_dropout=0.0, activation_dropout=0.0,
+                      final_dropout=0.0, layerdrop=0.0),
+                  audio_inputs, (32, 40, 56)),
+    ]
