@@ -360,3 +360,21 @@ def test_clamp_keeps_a_value_equal_to_its_bound(backend: str) -> None:
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     for want, got in zip(fn(x, lo, hi), compiled(x, lo, hi), strict=True):
         torch.testing.assert_close(got, want, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_a_value_computed_twice_is_the_same_value(backend: str) -> None:
+    # A row's maximum and the row itself are computed in different loops (a reduction, then a
+    # pointwise kernel), vectorised or not: on the C++ backend glibc's vector exp and its scalar
+    # exp differ in about half of all floats, so `y == y.amax()` could hold nowhere in a row and
+    # log_softmax's largest value be above 0 (cpp seed 9501, program 3277; pd_vmath.h).
+    def fn(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y = torch.exp(a) + torch.pow(a.abs(), 1.5) + torch.tanh(a)
+        top = y.amax(1, keepdim=True)
+        return (y == top).any(1), (y - top).amax(1), torch.log_softmax(y, 1)
+
+    a = torch.randn(16, 37, 21) * 2
+    compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
+    hit, gap, logp = compiled(a)
+    assert hit.all(), f"{(~hit).sum().item()} rows have no element equal to their maximum"
+    assert (gap == 0).all() and (logp <= 0).all()

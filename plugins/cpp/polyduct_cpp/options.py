@@ -107,7 +107,7 @@ class CppOptions:
             base += ["-DPD_VECTOR_MATH", "-fdisable-tree-sincos"]
         width = self.vector_width or (512 if self.march == "native" and _host_avx512() else 0)
         if width:
-            base.append(f"-mprefer-vector-width={width}")
+            base += [f"-mprefer-vector-width={width}", f"-DPD_VECTOR_WIDTH={width}"]
         return (*base, *self.extra_flags)
 
     def libraries(self) -> tuple[str, ...]:

@@ -15,62 +15,7 @@
 
 
 #ifdef PD_VECTOR_MATH
-// SIMD variants of libm from glibc's libmvec (linked with -lmvec): lets loops calling these
-// functions vectorise. glibc declares them only under -ffast-math, which kernels do not use.
-extern "C" {
-__attribute__((simd("notinbranch"))) double acos(double);
-__attribute__((simd("notinbranch"))) float acosf(float);
-__attribute__((simd("notinbranch"))) double acosh(double);
-__attribute__((simd("notinbranch"))) float acoshf(float);
-__attribute__((simd("notinbranch"))) double asin(double);
-__attribute__((simd("notinbranch"))) float asinf(float);
-__attribute__((simd("notinbranch"))) double asinh(double);
-__attribute__((simd("notinbranch"))) float asinhf(float);
-__attribute__((simd("notinbranch"))) double atan(double);
-__attribute__((simd("notinbranch"))) float atanf(float);
-__attribute__((simd("notinbranch"))) double atanh(double);
-__attribute__((simd("notinbranch"))) float atanhf(float);
-__attribute__((simd("notinbranch"))) double cbrt(double);
-__attribute__((simd("notinbranch"))) float cbrtf(float);
-__attribute__((simd("notinbranch"))) double cos(double);
-__attribute__((simd("notinbranch"))) float cosf(float);
-__attribute__((simd("notinbranch"))) double cosh(double);
-__attribute__((simd("notinbranch"))) float coshf(float);
-__attribute__((simd("notinbranch"))) double erf(double);
-__attribute__((simd("notinbranch"))) float erff(float);
-__attribute__((simd("notinbranch"))) double erfc(double);
-__attribute__((simd("notinbranch"))) float erfcf(float);
-__attribute__((simd("notinbranch"))) double exp(double);
-__attribute__((simd("notinbranch"))) float expf(float);
-__attribute__((simd("notinbranch"))) double exp10(double);
-__attribute__((simd("notinbranch"))) float exp10f(float);
-__attribute__((simd("notinbranch"))) double exp2(double);
-__attribute__((simd("notinbranch"))) float exp2f(float);
-__attribute__((simd("notinbranch"))) double expm1(double);
-__attribute__((simd("notinbranch"))) float expm1f(float);
-__attribute__((simd("notinbranch"))) double log(double);
-__attribute__((simd("notinbranch"))) float logf(float);
-__attribute__((simd("notinbranch"))) double log10(double);
-__attribute__((simd("notinbranch"))) float log10f(float);
-__attribute__((simd("notinbranch"))) double log1p(double);
-__attribute__((simd("notinbranch"))) float log1pf(float);
-__attribute__((simd("notinbranch"))) double log2(double);
-__attribute__((simd("notinbranch"))) float log2f(float);
-__attribute__((simd("notinbranch"))) double sin(double);
-__attribute__((simd("notinbranch"))) float sinf(float);
-__attribute__((simd("notinbranch"))) double sinh(double);
-__attribute__((simd("notinbranch"))) float sinhf(float);
-__attribute__((simd("notinbranch"))) double tan(double);
-__attribute__((simd("notinbranch"))) float tanf(float);
-__attribute__((simd("notinbranch"))) double tanh(double);
-__attribute__((simd("notinbranch"))) float tanhf(float);
-__attribute__((simd("notinbranch"))) double atan2(double, double);
-__attribute__((simd("notinbranch"))) float atan2f(float, float);
-__attribute__((simd("notinbranch"))) double hypot(double, double);
-__attribute__((simd("notinbranch"))) float hypotf(float, float);
-__attribute__((simd("notinbranch"))) double pow(double, double);
-__attribute__((simd("notinbranch"))) float powf(float, float);
-}
+#include "pd_vmath.h"  // libmvec, one implementation per function for every call
 #endif
 
 #define PD_INLINE static inline __attribute__((always_inline))
