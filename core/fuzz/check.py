@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import re
+import tempfile
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from polyduct.conformance.tolerance import EXACT, Tol, compare, mismatch_mask
 from polyduct.fuzz.program import Program, make_inputs, render_function, shadow_values
+from polyduct.fuzz.repro import load_module, write_module
 
 INEXACT_TOL = {
     torch.float64: Tol(ulps=8, atol=1e-9, rtol=1e-7),
@@ -309,9 +313,10 @@ def _nan_signs_only(program: Program, device: str, seed: int, options: dict[str,
     if stmts == program.stmts:
         return False
     blind = dataclasses.replace(program, stmts=stmts)
-    scope: dict[str, Any] = {"torch": torch}
-    exec(render_function(blind), scope)  # noqa: S102 -- the fuzzer's own program text
-    fn = scope["fn"]
+    with tempfile.TemporaryDirectory(prefix="polyduct-fuzz-") as scratch:
+        path = Path(scratch) / "blind.py"
+        write_module(path, f"import torch\n\n\n{render_function(blind)}")
+        fn = load_module(path, f"polyduct_fuzz_blind_{os.getpid()}").fn
     try:
         want = execute(fn, blind, seed, device)
         want_alt = execute(fn, blind, seed + 1, device, alt=True) if blind.has_alt() else None
