@@ -85,8 +85,7 @@ class FxConverter:
                 for name in names:
                     self.bind(name, self.graph.placeholder(identifier(name)))
             case InputAssert(name=name, size=size, stride=stride, dtype=dtype, producer=producer):
-                label = f"{name} (written by {producer})" if producer else name
-                args = (self.node(name), label, self.sizes(size), self.sizes(stride), dtype)
+                args = (self.node(name), name, self.sizes(size), self.sizes(stride), dtype, producer)
                 self.create(check_input, args, {}, f"assert_{name}")
             case SizeDef(symbol=symbol):
                 self.value(symbol)

@@ -14,8 +14,9 @@ import torch
 import torch.fx
 
 from polyduct.codegen import identifier
-from polyduct.errors import InputMismatch, UnknownName
+from polyduct.errors import UnknownName
 from polyduct.kernel import KernelFn
+from polyduct.wrapper.runtime import assert_input
 
 WRAPPER = "fx"
 
@@ -49,21 +50,12 @@ def check_input(
     size: Sequence[int],
     stride: Sequence[int],
     dtype: torch.dtype,
+    producer: str = "",
 ) -> None:
-    """Raise `InputMismatch` unless input `name` has this size, stride and dtype."""
-    if not isinstance(x, torch.Tensor):
-        raise InputMismatch(name, "type", "torch.Tensor", type(x).__name__)
-    if tuple(x.shape) != tuple(size):
-        raise InputMismatch(name, "size", tuple(size), tuple(x.shape))
-    if x.dtype != dtype:
-        raise InputMismatch(name, "dtype", dtype, x.dtype)
-    if not _strides_match(x, stride):
-        raise InputMismatch(name, "stride", tuple(stride), x.stride())
-
-
-def _strides_match(x: torch.Tensor, stride: Sequence[int]) -> bool:
-    # A stride of a size-1 dim is never used to address memory, so it need not match.
-    return all(n == 1 or s == e for n, s, e in zip(x.shape, x.stride(), stride, strict=True))
+    """The Wrapper IR's input assert: the rule of the Python wrapper (`assert_input`: strides of
+    size-1 dims and of empty tensors are not compared; `producer`: an intermediate that kernel
+    or extern op wrote, an `OutputMismatch`)."""
+    assert_input(name, x, size, stride, dtype, producer)
 
 
 torch.fx.node.has_side_effect(check_input)

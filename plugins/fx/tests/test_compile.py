@@ -38,3 +38,17 @@ def test_compiled_model_matches_eager(kernels: str) -> None:
     code = graphs[0].fn.code
     print(code)
     assert "torch.empty_strided" in code and "polyduct_fx_kernels_" in code
+
+
+def test_empty_tensors_with_any_strides_are_accepted() -> None:
+    # The backward graph of an empty tensor's diagonal receives a tangent of strides (0, 0, 1)
+    # where (4, 1, 1) was traced: no element is addressed, and the Python wrapper's assert does
+    # not compare them. The FX graph's assert did (fuzz, cpp seed 77, program 352).
+    def fn(a: torch.Tensor) -> torch.Tensor:
+        return torch.cos(a.to(torch.float32)).squeeze(2).diagonal(0, 1, 2)
+
+    a = torch.randn(1, 4, 0, dtype=torch.float64, requires_grad=True)
+    compiled = torch.compile(fn, backend="polyduct", options={"wrapper": "fx"})
+    out = compiled(a)
+    out.sum().backward()
+    assert out.shape == fn(a).shape and a.grad is not None and a.grad.shape == a.shape
