@@ -277,7 +277,7 @@ def test_mean_of_values_near_the_largest_float(backend: str, width: int) -> None
     # A row's float32 sum overflows where its mean does not; eager's CPU Welford accumulates in
     # float64. Halide and the reference summed in float32 and gave inf, then NaN (halide seed
     # 9203, program 5825). Triton's block mean was a sum over a count (as Inductor's persistent
-    # reductions are); a block whose sum overflows now sums its values scaled by the count.
+    # reductions are); a block whose sum overflows now sums its values scaled by 2**-32.
     # 3000 columns take Triton's looped reduction, 10 its single block.
     big = torch.finfo(torch.float32).max
     x = torch.zeros(3, width)

@@ -281,13 +281,11 @@ def _clamp(ctx: LoweringContext, x: Any, lo: Any = None, hi: Any = None) -> Any:
 
     # eager's clamp keeps `x` where it equals a bound (clamp(-0.0, min=0.0) is -0.0, where
     # maximum gives +0.0) and is NaN where `x` or a bound is
+    # (a bound known at compile time to be a number needs no NaN test, nor does an integer)
     floats = ctx.out_dtype().is_floating_point
-    # a bound known at compile time to be a number needs no NaN test
-    maybe_nan = [not isinstance(v, (int, float)) or math.isnan(v) for v in bounds]
+    maybe_nan = [floats and (not isinstance(v, (int, float)) or math.isnan(v)) for v in bounds]
 
     def bounded(ops: Ops, v: Any, bound: Any, beyond: Any, nan: bool) -> Any:
-        if not floats:
-            return ops.where(beyond, bound, v)
         if nan:
             beyond = ops.logical_or(beyond, ops.ne(bound, bound))
         return ops.where(beyond, bound, v)

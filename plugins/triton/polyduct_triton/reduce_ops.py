@@ -206,7 +206,8 @@ class TritonReduceOps(TritonEmitter):
         total = self._v(f"tl.sum({vals}, 1, keep_dims=True)", dtype).name
         # A sum past the dtype's range whose mean is in range (eager's Welford never overflows
         # there) is summed again scaled by 2**-32, which rounds as the unscaled sum would.
-        scaled = f"tl.sum({vals} * {2.0**-32!r}, 1, keep_dims=True) / {safe} * {2.0**32!r}"
+        scaled = self._v(f"tl.sum({vals} * {2.0**-32!r}, 1, keep_dims=True) / {safe} * {2.0**32!r}",
+                         dtype).name
         overflowed = f"(tl.abs({total}) == float(\"inf\")) & (tl.abs({scaled}) < float(\"inf\"))"
         mean = self._v(f"tl.where({overflowed}, {scaled}, {total} / {safe})", dtype)
         dev = f"tl.where({self.ctx.mask()}, {vals} - {mean}, 0)"

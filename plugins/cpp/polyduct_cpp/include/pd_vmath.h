@@ -52,14 +52,14 @@
                    CANON #args "_" #name) \
         PD_VM_STUB("_ZGVdN" #nd #args "_pd_vm_" #name, PD_VM_FILL##n(PD_VM_FILL_CD), \
                    CANON #args "_" #name) \
-        PD_VM_E(name, args, ne, CANON));
+        PD_VM_E(name, args, ne));
 #if defined(__AVX512F__)
 // libmvec's 16-lane variant: the canonical one under PD_VECTOR_WIDTH 512; with 256-bit
 // vectors preferred, loops do not call it
-#define PD_VM_E(name, args, ne, CANON) \
+#define PD_VM_E(name, args, ne) \
     PD_VM_STUB("_ZGVeN" #ne #args "_pd_vm_" #name, "", "_ZGVeN" #ne #args "_" #name)
 #else
-#define PD_VM_E(name, args, ne, CANON) ""
+#define PD_VM_E(name, args, ne) ""
 #endif
 
 #define PD_VM_F1(name) PD_VM(name, float, (float), v, 1, PD_VM_CANON_F, PD_VM_FILL_S_F, 4, 8, 8, 16)
