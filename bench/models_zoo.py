@@ -80,9 +80,11 @@ def whisper_inputs(gen: torch.Generator, length: int, device: str) -> Inputs:
     }
 
 
-def image_inputs(channels: int = 3) -> Callable[[torch.Generator, int, str], Inputs]:
+def image_inputs(
+    channels: int = 3, batch: int = BATCH
+) -> Callable[[torch.Generator, int, str], Inputs]:
     def make(gen: torch.Generator, side: int, device: str) -> Inputs:
-        return {"pixel_values": torch.randn(BATCH, channels, side, side, generator=gen).to(device)}
+        return {"pixel_values": torch.randn(batch, channels, side, side, generator=gen).to(device)}
 
     return make
 
