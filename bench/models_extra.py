@@ -15,6 +15,7 @@ from bench.models_zoo import (
     _LLAMA_LIKE,
     _LM,
     BATCH,
+    BN_IMAGE_SIZES,
     HIDDEN,
     IMAGE_SIZES,
     TEXT_SIZES,
@@ -30,11 +31,6 @@ from bench.models_zoo import (
 _VIT_LIKE = {"hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
              "intermediate_size": 2 * HIDDEN, "image_size": 32, "patch_size": 8}
 _STAGES = {"hidden_sizes": [16, 32, 48, 64], "depths": [1, 1, 1, 1]}
-# A BatchNorm in training mode that normalises two values per channel (batch 2, one pixel) makes
-# the step ill-conditioned: the gradient scales with 1 / |x1 - x2|, and eager's own float32 error
-# against float64 reached 0.1 (RegNet at 32 pixels) and 18 (LeViT at batch 2), which judges
-# nothing. Models with such a norm get inputs that give it at least eight values per channel.
-_BN_SIZES = (64, 96, 128)
 
 
 def audio_inputs(gen: torch.Generator, size: int, device: str) -> Inputs:
@@ -86,7 +82,7 @@ def extra_specs() -> list[ModelSpec]:
         ModelSpec("regnet", "vision",
                   _hf("RegNetForImageClassification", "RegNetConfig", **_STAGES, groups_width=8,
                       embedding_size=16),
-                  image_inputs(), _BN_SIZES),  # the last stage is 1/32 of the image
+                  image_inputs(), BN_IMAGE_SIZES),
         ModelSpec("efficientnet", "vision",
                   _hf("EfficientNetForImageClassification", "EfficientNetConfig",
                       width_coefficient=0.25, depth_coefficient=0.25, image_size=32,
@@ -100,7 +96,7 @@ def extra_specs() -> list[ModelSpec]:
                       hidden_sizes=[32, 48, 64], num_attention_heads=[2, 2, 2], depths=[1, 1, 1],
                       key_dim=[8, 8, 8]),
                   # attention biases are sized for one image; the head's BatchNorm1d normalises
-                  # over the batch alone
+                  # over the batch alone (see BN_IMAGE_SIZES)
                   image_inputs(batch=8), (64,)),
         ModelSpec("wav2vec2", "audio",
                   _hf("Wav2Vec2ForCTC", "Wav2Vec2Config", vocab_size=32, hidden_size=HIDDEN,
