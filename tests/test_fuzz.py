@@ -146,6 +146,39 @@ def test_one_rounding_magnified_by_the_program_is_not_a_mismatch() -> None:
     check_program(_log1p_of_cos, program, "reference", seed=0)
 
 
+def _cosh_of_signed_sum(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
+    # a0 (1, 16) broadcast over 16 rows of signs: a0's gradient sums 16 terms of +-sinh(s),
+    # about 4e20, whose signs cancel in some columns. The exact sum is 0; each summation order
+    # leaves another rounding residue (eager 2**13 to 2**17, the kernels 0), and the float64
+    # reference run must see how far one rounding per value of the backward moves it (triton
+    # seed 9802, program 7906).
+    return (torch.cosh(torch.nansum(torch.copysign(a0, a1)).reshape(-1)),)
+
+
+def _signed_sum_program() -> Program:
+    return Program(
+        (InputSpec("a0", (1, 16), torch.float64, grad=True),
+         InputSpec("a1", (16, 16), torch.float32, grad=True)),
+        (), ("out0",), train=True,
+    )
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp"])
+def test_a_gradient_that_cancels_is_judged_by_its_rounding(backend: str) -> None:
+    check_program(_cosh_of_signed_sum, _signed_sum_program(), backend, seed=0)
+
+
+def test_a_float64_result_that_differs_is_still_a_mismatch() -> None:
+    program = Program((InputSpec("a0", (3, 4), torch.float64), InputSpec("a1", (), torch.float32)),
+                      (), ("out0",))
+
+    def differs(a0: torch.Tensor, a1: torch.Tensor) -> tuple[torch.Tensor]:
+        return (_differs_when_compiled(a0)[0] * a1,)
+
+    with pytest.raises(Mismatch, match=r"out0: 12/12 elements differ"):
+        check_program(differs, program, "reference")
+
+
 def _by_subnormal_bits(shape: tuple[int, ...], dtype: torch.dtype, bits: torch.dtype) -> Program:
     """A float input `a0` and an integer one `a1` whose small values, viewed as `dtype`, are
     subnormals; the result is exact."""
