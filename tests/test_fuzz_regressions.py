@@ -260,6 +260,13 @@ def _norm_then_its_min(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return torch.min(v1, -1)[0], v1
 
 
+def _cumsum_over_an_empty_dim(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    # (5, 0, 1): the scan kernel's outer variable of the size-1 dim is the constant 0, and its
+    # store's index (r0 + x1) was taken to span the outer axis: a pointer block [1, RBLOCK]
+    # under an [XBLOCK, RBLOCK] mask, which Triton refuses (triton seed 9802, program 9300).
+    return (torch.cumsum(a0, 1) * 2,)
+
+
 CASES: dict[str, Case] = {
     "stored_then_reloaded": (
         _stored_then_reloaded,
@@ -467,6 +474,11 @@ CASES: dict[str, Case] = {
     "deep_reduction_body": (
         _deep_reduction_body,
         _program(InputSpec("a1", (2, 2, 2, 2), torch.bfloat16, layout="transposed"), outputs=2),
+        ALL_BACKENDS,
+    ),
+    "cumsum_over_an_empty_dim": (
+        _cumsum_over_an_empty_dim,
+        _program(InputSpec("a0", (5, 0, 1), torch.float32)),
         ALL_BACKENDS,
     ),
     "norm_then_its_min": (

@@ -68,6 +68,11 @@ class KernelContext:
         self.outer = frozenset(v.name for v in self.xs)
         self.reduction = frozenset(v.name for v in self.rs)
         self.sizes = frozenset(sym.name for sym in spec.size_args)  # scalars: no shape
+        # The index variables that are blocks: one of a dim of size 1 is the constant 0.
+        self.blocks = frozenset(
+            v.name for v, size in zip((*self.xs, *self.rs),
+                                      (*spec.ranges, *spec.reduction_ranges), strict=True)
+            if size != 1)
 
     def begin(self, kind: str) -> StageCode:
         """Start emitting a new stage of `kind`; temporaries get stage-unique names."""

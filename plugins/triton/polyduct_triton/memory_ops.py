@@ -42,14 +42,15 @@ class TritonMemoryOps(TritonEmitter):
     def _at(self, ptr: str, index: sympy.Expr, mask: str) -> str:
         """Pointer block shaped like `mask`. An index moving along each axis the outer and
         reduction masks span already is; one that may not (a constant, a weight every row of a
-        reduction reads, an indirect or predicated access) is broadcast by zeros of the mask's
-        shape, which Triton's front end would otherwise build and fold for every access."""
+        reduction reads, an indirect or predicated access, a variable of a dim of size 1, which
+        is the constant 0) is broadcast by zeros of the mask's shape, which Triton's front end
+        would otherwise build and fold for every access."""
         idx = self.ctx.index(index)
         names = self._names(index)
         parts = set(mask.split(" & "))
         axes = [self.ctx.outer] + ([self.ctx.reduction] if "rmask" in parts else [])
         if parts <= {"xmask", "rmask"} and names <= self.ctx.outer | self.ctx.reduction | \
-                self.ctx.sizes and all(names & axis for axis in axes):
+                self.ctx.sizes and all(names & axis & self.ctx.blocks for axis in axes):
             return f"{ptr} + ({idx})"
         return f"{ptr} + ({idx}) + tl.zeros_like(({mask}).to(tl.int32))"
 
