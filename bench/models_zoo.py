@@ -30,10 +30,12 @@ BN_IMAGE_SIZES = (64, 96, 128)
 # dropout off so that training runs are comparable with eager and float64
 _NO_DROPOUT = {
     "hidden_dropout_prob": 0.0,
+    "hidden_dropout": 0.0,
     "attention_probs_dropout_prob": 0.0,
     "dropout": 0.0,
     "attention_dropout": 0.0,
     "activation_dropout": 0.0,
+    "drop_path_rate": 0.0,  # stochastic depth: random in training mode
 }
 
 
