@@ -3,7 +3,9 @@ fixed-seed campaign per CPU backend passes (the regression guard of the fuzzer's
 
 from __future__ import annotations
 
+import importlib
 import io
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +24,7 @@ from polyduct.fuzz.program import (
     render_function,
     shadow_values,
 )
-from polyduct.fuzz.repro import load_module, render_module
+from polyduct.fuzz.repro import load_module, render_module, unload_module
 from polyduct.fuzz.runner import FAILURES, Campaign, run_campaign, summary_table
 from polyduct.fuzz.shrink import shrink
 from polyduct.fuzz.worker import Config
@@ -312,6 +314,11 @@ def test_reproducer_module_runs_the_program(tmp_path: Path) -> None:
     assert program == module.PROGRAM
     assert module.BACKEND == "reference"
     module.test_reference_seed0_graph5()
+    # Dynamo may import a traced function's module by name (torch 2.11 did: halide seed 9803,
+    # program 2026, whose NaN-canonical re-run failed with ModuleNotFoundError)
+    assert importlib.import_module("polyduct_fuzz_repro_test") is module
+    unload_module(module)
+    assert "polyduct_fuzz_repro_test" not in sys.modules
 
 
 @pytest.mark.parametrize(("backend", "graphs"), CI_RUNS, ids=[b for b, _ in CI_RUNS])

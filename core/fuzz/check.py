@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from polyduct.conformance.tolerance import EXACT, Tol, compare, mismatch_mask
 from polyduct.fuzz.program import Program, make_inputs, render_function, shadow_values
-from polyduct.fuzz.repro import load_module, write_module
+from polyduct.fuzz.repro import load_module, unload_module, write_module
 
 INEXACT_TOL = {
     torch.float64: Tol(ulps=8, atol=1e-9, rtol=1e-7),
@@ -347,14 +347,17 @@ def _nan_canonical_rerun(program: Program, device: str, seed: int,
     with tempfile.TemporaryDirectory(prefix="polyduct-fuzz-") as scratch:
         path = Path(scratch) / "blind.py"
         write_module(path, f"import torch\n\n\n{render_function(blind)}")
-        fn = load_module(path, f"polyduct_fuzz_blind_{os.getpid()}").fn
-    try:
-        want = execute(fn, blind, seed, device)
-        want_alt = execute(fn, blind, seed + 1, device, alt=True) if blind.has_alt() else None
-        problems, _ = _compiled_problems(fn, blind, device, seed, want, want_alt, "polyduct",
-                                         options)
-    except Exception as exc:  # noqa: BLE001 -- the rewritten program does not run: no verdict
-        return f"{type(exc).__name__}: {str(exc)[:300]}"
+        module = load_module(path, f"polyduct_fuzz_blind_{os.getpid()}")
+        try:
+            want = execute(module.fn, blind, seed, device)
+            want_alt = (execute(module.fn, blind, seed + 1, device, alt=True)
+                        if blind.has_alt() else None)
+            problems, _ = _compiled_problems(module.fn, blind, device, seed, want, want_alt,
+                                             "polyduct", options)
+        except Exception as exc:  # noqa: BLE001 -- the rewritten program does not run
+            return f"{type(exc).__name__}: {str(exc)[:300]}"
+        finally:
+            unload_module(module)
     return "\n".join(problems)
 
 

@@ -7,6 +7,7 @@ what failed: `pytest <file>` re-runs the comparison that failed.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from dataclasses import fields
 from pathlib import Path
 from types import ModuleType
@@ -75,10 +76,21 @@ def write_module(path: Path, source: str) -> None:
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import the module at `path` under a fresh `name`."""
+    """Import the module at `path` under a fresh `name`, registered in `sys.modules`: Dynamo
+    may import a traced function's module by name (torch 2.11 did, tracing halide seed 9803's
+    program 2026 with its NaNs made canonical). `unload_module` takes it out again."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return module
+
+
+def unload_module(module: ModuleType) -> None:
+    sys.modules.pop(module.__name__, None)

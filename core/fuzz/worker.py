@@ -24,7 +24,7 @@ import torch
 from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug
 from polyduct.fuzz.generate import KNOWN, generate
 from polyduct.fuzz.program import Program
-from polyduct.fuzz.repro import load_module, render_module, write_module
+from polyduct.fuzz.repro import load_module, render_module, unload_module, write_module
 from polyduct.fuzz.shrink import shrink
 
 _MODULES = itertools.count()
@@ -73,6 +73,8 @@ def _run(path: Path) -> tuple[str, str]:
     except Exception as exc:  # noqa: BLE001 -- any compile or run error is a crash finding
         tail = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-4:])
         return "crash", f"{type(exc).__name__}: {exc}\n{tail}"
+    finally:
+        unload_module(module)
     return "pass", ""
 
 
