@@ -1,8 +1,9 @@
-"""Other lowerings: factories (full, arange, scalar_tensor), cat, constant padding, copies, and
-ops torch threads an effect token through.
+"""Other lowerings: factories (full, arange, scalar_tensor), cat, constant padding, slice and
+select scatters, copies, and ops torch threads an effect token through.
 
 All of them are pointwise `Lazy` values: factories compute their data from the index with
-`value_expr` / `index_expr`, cat and padding select between masked loads by the output index.
+`value_expr` / `index_expr`; cat, padding and the scatters select between masked loads by the
+output index.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sympy
 import torch
 
 from polyduct.errors import LoweringError
+from polyduct.indexing import FloorDiv
 from polyduct.ir import Expr, Lazy, TensorValue
 from polyduct.lowering.externs import extern_call
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn, op_name
@@ -169,6 +171,77 @@ def constant_pad_nd(
     return lazy(out, dtype, ctx.device, load, x)
 
 
+def slice_scatter(
+    ctx: LoweringContext,
+    x: TensorValue,
+    src: TensorValue,
+    dim: int = 0,
+    start: Any = None,
+    end: Any = None,
+    step: int = 1,
+) -> Lazy:
+    """`x` with `x[..., start:end:step, ...] = src` along `dim` (the backward of a slice, e.g.
+    rotary embeddings' halves): a pointwise choice between `src` and `x` by the output index."""
+    out = ctx.out_size()
+    dim = dim % len(out)
+    if not isinstance(step, int) or step < 1:
+        raise Fallback(f"slice_scatter with step {step!r}")
+    first = _scatter_start(start, out[dim])
+    last = first + (src.size[dim] - 1) * step + 1  # one past the last element src covers
+
+    def at(idx: Sequence[Expr]) -> list[Expr]:
+        coords = list(idx)
+        coords[dim] = idx[dim] - first if step == 1 else FloorDiv(idx[dim] - first, step)
+        return coords
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        mask = _in_range(ops, idx[dim], first, last)
+        if step != 1:
+            phase = ops.index_expr(sympy.Mod(idx[dim] - first, step), torch.int64)
+            mask = ops.and_(mask, ops.eq(phase, ops.constant(0, torch.int64)))
+        new = ops.masked(mask, lambda: cast(ops, src.load(ops, at(idx)), src.dtype, x.dtype),
+                         _scalar(0, x.dtype))
+        return ops.where(mask, new, x.load(ops, idx))
+
+    return lazy(out, x.dtype, ctx.device, load, x, src)
+
+
+def _scatter_start(start: Any, length: Expr) -> Expr:
+    """A slice's first index as eager normalises it: None is 0, a negative one counts from the
+    end (clamped at 0), one past the end is the end."""
+    if start is None:
+        return sympy.Integer(0)
+    first = sympy.sympify(start)
+    if not first.is_number:
+        if first.is_nonnegative is not True:
+            raise Fallback(f"slice_scatter from a start of unknown sign ({first})")
+        return first
+    if first < 0:
+        first = sympy.Max(first + length, 0)
+    return sympy.Min(first, length) if length.is_number else first
+
+
+def select_scatter(ctx: LoweringContext, x: TensorValue, src: TensorValue, dim: int,
+                   index: Any) -> Lazy:
+    """`x` with `x.select(dim, index) = src` (the backward of a select)."""
+    out = ctx.out_size()
+    dim = dim % len(out)
+    at = sympy.sympify(index)
+    if at.is_number and at < 0:
+        at = at + out[dim]
+    elif not at.is_number and at.is_nonnegative is not True:
+        raise Fallback(f"select_scatter at an index of unknown sign ({at})")
+
+    def load(ops: Ops, idx: Sequence[Expr]) -> Any:
+        hit = ops.eq(_index(ops, idx[dim]), _index(ops, at))
+        rest = [*idx[:dim], *idx[dim + 1:]]
+        new = ops.masked(hit, lambda: cast(ops, src.load(ops, rest), src.dtype, x.dtype),
+                         _scalar(0, x.dtype))
+        return ops.where(hit, new, x.load(ops, idx))
+
+    return lazy(out, x.dtype, ctx.device, load, x, src)
+
+
 def copy(ctx: LoweringContext, dst: TensorValue, src: Any, non_blocking: bool = False) -> Lazy:
     """Functional copy: `src` broadcast to `dst`'s shape in `dst`'s dtype."""
     load = operand(src, ctx.out_size(), dst.dtype)
@@ -198,6 +271,8 @@ def table() -> dict[str, LoweringFn]:
         "aten.arange.start_step": arange,
         "aten.cat.default": cat,
         "aten.constant_pad_nd.default": constant_pad_nd,
+        "aten.slice_scatter.default": slice_scatter,
+        "aten.select_scatter.default": select_scatter,
         "aten.copy.default": copy,
         "with_effects": with_effects,
     }
