@@ -1,9 +1,15 @@
 """Reduction lowerings: sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
 var/std/var_mean (welford), any/all. Each reduction is a `ComputeNode` whose results are kernel
-locals; pointwise producers are inlined into its body and consumers may fuse as epilogues."""
+locals; pointwise producers are inlined into its body and consumers may fuse as epilogues.
+
+A sum, product, max or min over a few elements (at most `UNROLL`, a constant count: the head
+groups of grouped-query attention's backward, a dim of size 2) is a pointwise value instead,
+the elements combined in order: a reduction loop's set-up and final fold cost more than the
+work there."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,12 +17,13 @@ import sympy
 import torch
 
 from polyduct.indexing import unflatten
-from polyduct.ir import ComputeNode, Expr, Layout, StorageView, TensorValue, acc_name
+from polyduct.ir import ComputeNode, Expr, Layout, Lazy, StorageView, TensorValue, acc_name
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
 from polyduct.lowering.values import Ops, cast, lazy
 from polyduct.ops import ReductionType
 
 _ACC_UP = (torch.float16, torch.bfloat16)
+UNROLL = 8  # most elements a reduction combines as a pointwise value (Inductor's threshold too)
 
 
 def _dims(x: TensorValue, dims: Any) -> list[int]:
@@ -90,6 +97,38 @@ def reduce_into(
     return [StorageView(b, lay) for b, lay in zip(bufs, layouts, strict=True)]
 
 
+def _unrolled(
+    ctx: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: ReductionType,
+    src: torch.dtype, out: torch.dtype,
+) -> Lazy | None:
+    """The reduction as a pointwise value combining its few elements in order, or None when it
+    reduces more than `UNROLL` elements (or a count known only at run time), or when inlining
+    its operand that many times would cost too much."""
+    d = _dims(x, dims)
+    count = _count(x, dims)
+    if not d or not count.is_Integer or not 2 <= int(count) <= UNROLL:
+        return None
+    if rtype in ("max", "min") and x.dtype == torch.bool:
+        return None
+    if int(count) * (x.cost if isinstance(x, Lazy) else 1) > 2 * UNROLL:
+        return None
+    n, acc = len(x.size), _acc(src)
+    steps = list(itertools.product(*(range(int(x.size[i])) for i in d)))  # row-major order
+    combine = {"sum": "add", "prod": "mul", "max": "maximum", "min": "minimum"}[rtype]
+
+    def load(ops: Ops, xo: Sequence[Expr]) -> Any:
+        total = ops.constant(0, acc) if rtype == "sum" else None
+        for r in steps:
+            v = x.load(ops, _combine(n, d, keepdim, xo, [sympy.Integer(i) for i in r]))
+            v = cast(ops, cast(ops, v, x.dtype, src), src, acc)
+            total = v if total is None else getattr(ops, combine)(total, v)
+        return cast(ops, total, acc, out)
+
+    size = [sympy.Integer(1) if i in d else s for i, s in enumerate(x.size)] if keepdim else [
+        s for i, s in enumerate(x.size) if i not in d]
+    return lazy(size, out, x.device, load, *[x] * int(count))
+
+
 def _acc(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in _ACC_UP else dtype
 
@@ -100,6 +139,9 @@ def _simple(rtype: ReductionType) -> LoweringFn:
     ) -> Any:
         out = ctx.out_dtype()
         src = out if rtype in ("sum", "prod") else x.dtype
+        unrolled = _unrolled(ctx, x, dims, keepdim, rtype, src, out)
+        if unrolled is not None:
+            return unrolled
         (buf,) = reduce_into(ctx, x, dims, keepdim, rtype, src, _acc(src), [out])
         return buf
 
@@ -171,7 +213,9 @@ def _mean(
     out = ctx.out_dtype()
     if not out.is_floating_point:
         raise Fallback("mean of a non-float result")
-    (total,) = reduce_into(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out), [_acc(out)])
+    total: TensorValue | None = _unrolled(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out))
+    if total is None:
+        (total,) = reduce_into(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out), [_acc(out)])
     count = _count(x, dims)
     return _scale(ctx, total, count, out)
 
