@@ -15,7 +15,30 @@ import torch
 from polyduct.handlers.default import DefaultHandler
 from polyduct.ir import Expr, Lazy, StorageView, TensorValue
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
-from polyduct.lowering.values import Ops, broadcast_index, is_tensor, lazy
+from polyduct.lowering.values import (
+    BROADCAST_REALIZE_COST,
+    Ops,
+    broadcast_index,
+    cost,
+    is_tensor,
+    lazy,
+)
+
+GATHER_COST = BROADCAST_REALIZE_COST
+"""What a checked indirect load adds to a value's cost: a bounds check per element that keeps its
+loop scalar. A gathered value broadcast into a larger result is then computed into memory first,
+as a costly expression is (Swin's relative position bias, gathered from its table per batch and
+head inside the attention softmax, was a fifth of the model's step; T5's bucketed bias too)."""
+
+
+def _gathered(ctx: LoweringContext, load: Any, x: TensorValue,
+              indices: Sequence[tuple[TensorValue, Expr]]) -> Lazy:
+    """A pointwise value reading `x` at `indices` (each an index tensor and the size it indexes),
+    costed with `GATHER_COST` for each index that is not a provably in-range affine one."""
+    checked = sum(_direct_index(i, size) is None for i, size in indices)
+    extra = GATHER_COST * checked
+    return Lazy(ctx.out_size(), x.dtype, ctx.device, load,
+                cost(x, *(i for i, _ in indices)) + extra)
 
 
 def _indirect(ops: Ops, index: TensorValue, idx: Sequence[Expr], size: Expr) -> Expr:
@@ -110,7 +133,7 @@ def gather(
         coords[dim] = _indirect(ops, index, idx, x.size[dim])
         return x.load(ops, coords)
 
-    return lazy(ctx.out_size(), x.dtype, ctx.device, load, x, index)
+    return _gathered(ctx, load, x, [(index, x.size[dim])])
 
 
 def index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorValue) -> Lazy:
@@ -125,7 +148,7 @@ def index_select(ctx: LoweringContext, x: TensorValue, dim: int, index: TensorVa
         coords[dim] = _indirect(ops, index, [] if scalar else [idx[dim]], x.size[dim])
         return x.load(ops, coords)
 
-    return lazy(ctx.out_size(), x.dtype, ctx.device, load, x, index)
+    return _gathered(ctx, load, x, [(index, x.size[dim])])
 
 
 def index_tensor(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -> Lazy:
@@ -136,7 +159,6 @@ def index_tensor(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -
         raise Fallback("non-tensor index")
     indices = [*indices, *([None] * (len(x.size) - len(indices)))]
     picked = [d for d, i in enumerate(indices) if i is not None]
-    out = ctx.out_size()
     bshape = _broadcast([indices[d].size for d in picked])
     # the broadcast index dims go in place of the indexed dims when those are adjacent, else first
     adjacent = picked == list(range(picked[0], picked[-1] + 1))
@@ -156,7 +178,7 @@ def index_tensor(ctx: LoweringContext, x: TensorValue, indices: Sequence[Any]) -
             coords.append(_indirect(ops, ix, broadcast_index(ix.size, bshape, bidx), x.size[d]))
         return x.load(ops, coords)
 
-    return lazy(out, x.dtype, ctx.device, load, x, *[i for i in indices if i is not None])
+    return _gathered(ctx, load, x, [(indices[d], x.size[d]) for d in picked])
 
 
 def _broadcast(sizes: Sequence[Sequence[Expr]]) -> tuple[Expr, ...]:
