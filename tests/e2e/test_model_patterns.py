@@ -284,3 +284,62 @@ def test_costly_value_broadcast_over_heads_is_computed_once(
         trace_stages(spec, counter)
         cosines += counter.counts.get("cos", 0)
     assert cosines == 1, f"cos is traced {cosines} times"
+
+
+def test_rotary_backward_scatters_its_halves_in_a_kernel(
+    backends: tuple[str, str], device: str
+) -> None:
+    """Llama's `rotate_half` takes the two halves of the last dim; its backward puts each half's
+    gradient back with `slice_scatter`, which was a library call (eight per training step)."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), -1) * 2 + x
+
+    x = torch.randn(2, 3, 5, 16, device=device, requires_grad=True)
+    compiled, graphs = compile_fn(fn, backends)
+    (compiled(x) ** 2).sum().backward()
+    got, x.grad = x.grad, None
+    (fn(x) ** 2).sum().backward()
+    assert_same([got], [x.grad], atol=1e-5)
+    assert len(graphs) == 2 and not any("scatter" in g.source for g in graphs)
+
+
+def test_reduction_of_a_few_elements_is_pointwise(backends: tuple[str, str], device: str) -> None:
+    """Grouped-query attention's backward sums the gradients of the query heads sharing one key
+    head: two to eight elements per output. A reduction loop per output cost 50 us where the sum
+    of two loads costs one; such sums, products, maxima and minima are pointwise."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        groups = x.view(2, 2, 2, 8, 16)
+        return groups.sum(2), groups.amax(2, keepdim=True), groups.mean((1, 2)), x.sum(-1)
+
+    x = torch.randn(2, 4, 8, 16, device=device)
+    x[0, 0, 0, 0], x[1, 1, 1, 1], x[0, 1, 2, 3] = float("nan"), float("inf"), -0.0
+    graphs = check(fn, backends, x)
+    kinds = sorted(s.kind for g in graphs for s in g.specs)
+    assert kinds.count("reduction") <= 1, kinds  # only the sum over 16 loops
+
+
+def test_gathered_bias_broadcast_over_the_batch_is_computed_once(
+    backends: tuple[str, str], device: str
+) -> None:
+    """Swin's relative position bias: a table gathered by a constant index, broadcast over the
+    batch and added to the attention scores before a softmax. Inlined, the gather and its bounds
+    check ran in every pass of the softmax for every batch row, scalar; it is computed once."""
+
+    def fn(scores: torch.Tensor, table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        n, heads = scores.shape[-1], table.shape[1]
+        bias = table[index.view(-1)].view(n, n, heads).permute(2, 0, 1)
+        return torch.softmax(scores + bias[None], -1)
+
+    n = 9
+    scores, table = torch.randn(4, 2, n, n, device=device), torch.randn(25, 2, device=device)
+    index = torch.randint(0, 25, (n, n), device=device)
+    graphs = check(fn, backends, scores, table, index)
+    gathers = 0
+    for spec in (s for g in graphs for s in g.specs):
+        counter = OpCounter()
+        trace_stages(spec, counter)
+        gathers += counter.counts.get("indirect_indexing", 0)
+    assert gathers == 1, f"the bias is gathered {gathers} times"
