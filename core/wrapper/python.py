@@ -62,6 +62,7 @@ from polyduct.wrapper.runtime import (
     empty_strided_cpu,
     empty_strided_cuda,
     input_guards,
+    reinterpret_tensor,
     resolve_op,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "empty_strided_cpu",
     "empty_strided_cuda",
     "input_guards",
+    "reinterpret_tensor",
     "resolve_op",
 ]
 
@@ -85,7 +87,7 @@ NAME = "python"
 # What generated modules import from here, and every other name they define at module level
 _RUNTIME_NAMES = (
     "UNCHECKED", "assert_input", "check_arity", "cuda_device", "cuda_device_scope",
-    "empty_strided_cpu", "empty_strided_cuda", "input_guards", "resolve_op",
+    "empty_strided_cpu", "empty_strided_cuda", "input_guards", "reinterpret_tensor", "resolve_op",
 )
 _RESERVED = frozenset({
     "torch", *_RUNTIME_NAMES, "KernelDefinition", "make_call", "call", "inputs", "kernels",
@@ -236,7 +238,8 @@ class _Renderer:
             case Free(name=name):
                 return [f"del {self.names(name)}"]
             case Reuse(name=name, old=old, size=size, stride=stride):
-                view = f"{self.names(old)}.as_strided({self.shape(size)}, {self.shape(stride)})"
+                view = (f"reinterpret_tensor({self.names(old)}, {self.shape(size)}, "
+                        f"{self.shape(stride)}, 0)")
                 return [f"{self.names(name)} = {view}  # reuse", f"del {self.names(old)}"]
             case ReinterpretView():
                 return [self.reinterpret(line)]
@@ -301,10 +304,8 @@ class _Renderer:
 
     def reinterpret(self, line: ReinterpretView) -> str:
         base = self.names(line.base)
-        args = f"{self.shape(line.size)}, {self.shape(line.stride)}"
-        if sympy.sympify(line.offset) != 0:
-            args += f", {base}.storage_offset() + {self.expr(line.offset)}"
-        return f"{self.names(line.name)} = {base}.as_strided({args})"
+        args = f"{self.shape(line.size)}, {self.shape(line.stride)}, {self.expr(line.offset)}"
+        return f"{self.names(line.name)} = reinterpret_tensor({base}, {args})"
 
     def extern_call(self, line: ExternCall) -> str:
         parts = [self.constant(a) for a in line.args]

@@ -153,6 +153,25 @@ def _direct_allocator(device: str) -> Allocator:
     return allocate
 
 
+def _reinterpreter() -> Callable[[torch.Tensor, tuple[int, ...], tuple[int, ...], int], torch.Tensor]:
+    """torch's direct view maker (base, size, stride, offset added to the base's): about 0.4 us
+    less per view than `Tensor.as_strided`, which a training step's wrapper calls a hundred times
+    or more (every matmul operand's transpose); `as_strided` where torch does not have it."""
+    direct = getattr(_GUARDS, "_reinterpret_tensor", None)
+    if direct is not None:
+        return direct  # type: ignore[no-any-return]
+
+    def view(base: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...],
+             offset: int) -> torch.Tensor:
+        return base.as_strided(size, stride, base.storage_offset() + offset)
+
+    return view
+
+
+reinterpret_tensor = _reinterpreter()
+"""A view of a tensor's storage: `reinterpret_tensor(base, size, stride, offset)`, the offset
+counted from the base's own."""
+
 empty_strided_cpu: Allocator = _direct_allocator("cpu")
 """An uninitialised CPU tensor."""
 empty_strided_cuda: Allocator = _direct_allocator("cuda")
