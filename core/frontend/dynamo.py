@@ -18,6 +18,7 @@ import torch.fx
 from torch._dynamo.backends.common import aot_autograd
 from torch._functorch import config as functorch_config
 from torch._functorch._aot_autograd.utils import make_boxed_func
+from torch._functorch.partitioners import min_cut_rematerialization_partition
 
 from polyduct.cudagraphs import CudaGraphed, host_sync
 from polyduct.frontend.entry_checks import check_arguments, mode_options
@@ -63,6 +64,7 @@ def polyduct_backend(
         fw_compiler=compiler_for("forward"),
         bw_compiler=compiler_for("backward"),
         inference_compiler=compiler_for("inference"),
+        partition_fn=min_cut_rematerialization_partition,
         decompositions=compilation.decompositions(),
         keep_inference_input_mutations=False,
     )
