@@ -77,6 +77,19 @@ def test_no_training_program_sorts_unstably() -> None:
     assert sorts > 5
 
 
+def test_no_program_takes_the_top_zero_of_a_0d_tensor() -> None:
+    # eager's CUDA topk returns before writing anything when k is 0, leaving a 0-d input's
+    # one-element result unwritten, where the CPU's holds the element (CUDA seed 43, program
+    # 132: eager and polyduct read two different stale values)
+    program = generate(43, 132, FUZZ_DTYPES)
+    values = shadow_values(program)
+    topks = [s for s in program.stmts if s.expr.startswith("torch.topk(")]
+    assert topks
+    for stmt in topks:
+        source = values[stmt.expr.removeprefix("torch.topk(").split(",")[0]]
+        assert source.dim() or ", 0, dim=" not in stmt.expr, stmt
+
+
 def test_circular_pads_are_never_negative() -> None:
     # A negative circular pad of a size-1 dim makes eager read memory no one wrote (CUDA seed
     # 12, program 1716): its result is undefined, so the fuzzer never asks for one.
