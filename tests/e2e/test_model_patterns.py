@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -15,6 +17,30 @@ from polyduct.scheduling.kernel_key import trace_stages
 from polyduct.wrapper.ir import GraphInputs
 
 from .helpers import assert_same, check, compile_fn
+
+
+def _traced(graphs: list[Any], op: str) -> int:
+    """How many times the compiled graphs' kernels compute `op` (per element)."""
+    total = 0
+    for spec in (s for g in graphs for s in g.specs):
+        counter = OpCounter()
+        trace_stages(spec, counter)
+        total += counter.counts.get(op, 0)
+    return total
+
+
+def _same_gradients(
+    loss: Callable[..., torch.Tensor], backends: tuple[str, str], *inputs: torch.Tensor
+) -> list[Any]:
+    """Compile `loss`, check the gradients of its inputs against eager's; the compiled graphs."""
+    compiled, graphs = compile_fn(loss, backends)
+    compiled(*inputs).backward()
+    got = [x.grad for x in inputs]
+    for x in inputs:
+        x.grad = None
+    loss(*inputs).backward()
+    assert_same(got, [x.grad for x in inputs], atol=1e-5)
+    return graphs
 
 
 def _t5_bias(n: int, w: torch.Tensor) -> torch.Tensor:
@@ -198,11 +224,7 @@ def test_pooled_input_is_computed_once(backends: tuple[str, str], device: str) -
     x = torch.randn(2, 3, 8, 8, device=device)
     var = torch.rand(3, device=device)
     graphs = check(fn, backends, x, var)
-    sqrts = 0
-    for spec in (s for g in graphs for s in g.specs):
-        counter = OpCounter()
-        trace_stages(spec, counter)
-        sqrts += counter.counts.get("sqrt", 0)
+    sqrts = _traced(graphs, "sqrt")
     assert sqrts == 1, f"the normalisation is traced {sqrts} times"
 
 
@@ -279,11 +301,7 @@ def test_costly_value_broadcast_over_heads_is_computed_once(
     q, k = torch.randn(2, 4, 16, 8, device=device), torch.randn(2, 4, 16, 8, device=device)
     inv_freq = torch.rand(4, device=device)
     graphs = check(fn, backends, q, k, inv_freq)
-    cosines = 0
-    for spec in (s for g in graphs for s in g.specs):
-        counter = OpCounter()
-        trace_stages(spec, counter)
-        cosines += counter.counts.get("cos", 0)
+    cosines = _traced(graphs, "cos")
     assert cosines == 1, f"cos is traced {cosines} times"
 
 
@@ -297,12 +315,8 @@ def test_rotary_backward_scatters_its_halves_in_a_kernel(
         half = x.shape[-1] // 2
         return torch.cat((-x[..., half:], x[..., :half]), -1) * 2 + x
 
-    x = torch.randn(2, 3, 5, 16, device=device, requires_grad=True)
-    compiled, graphs = compile_fn(fn, backends)
-    (compiled(x) ** 2).sum().backward()
-    got, x.grad = x.grad, None
-    (fn(x) ** 2).sum().backward()
-    assert_same([got], [x.grad], atol=1e-5)
+    graphs = _same_gradients(lambda x: (fn(x) ** 2).sum(), backends,
+                             torch.randn(2, 3, 5, 16, device=device, requires_grad=True))
     assert len(graphs) == 2 and not any("scatter" in g.source for g in graphs)
 
 
@@ -338,11 +352,7 @@ def test_gathered_bias_broadcast_over_the_batch_is_computed_once(
     scores, table = torch.randn(4, 2, n, n, device=device), torch.randn(25, 2, device=device)
     index = torch.randint(0, 25, (n, n), device=device)
     graphs = check(fn, backends, scores, table, index)
-    gathers = 0
-    for spec in (s for g in graphs for s in g.specs):
-        counter = OpCounter()
-        trace_stages(spec, counter)
-        gathers += counter.counts.get("indirect_indexing", 0)
+    gathers = _traced(graphs, "indirect_indexing")
     assert gathers == 1, f"the bias is gathered {gathers} times"
 
 
@@ -357,13 +367,7 @@ def test_training_recomputes_cheap_values_instead_of_saving_them(
         return ((x.sin() * w).cos() * w).tanh().sum()
 
     x = torch.randn(8, 32, device=device, requires_grad=True)
-    w = torch.randn(32, device=device, requires_grad=True)
-    compiled, graphs = compile_fn(fn, backends)
-    compiled(x, w).backward()
-    got = [x.grad, w.grad]
-    x.grad = w.grad = None
-    fn(x, w).backward()
-    assert_same(got, [x.grad, w.grad], atol=1e-5)
+    graphs = _same_gradients(fn, backends, x, torch.randn(32, device=device, requires_grad=True))
     (inputs,) = [line for line in graphs[1].program.lines if isinstance(line, GraphInputs)]
     # x, w, the tanh (its own derivative) and the incoming gradient; all six saved before
     assert len(inputs.names) <= 4, f"the backward reads {inputs.names}"
