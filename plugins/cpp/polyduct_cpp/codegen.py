@@ -324,9 +324,13 @@ def row_loop(
         loop.lines(emitter.local_declarations())
         rdim = len(emitter.spec.reduction_ranges)
         rows = sympy.Mul(*emitter.spec.ranges)
+        inner = emitter.spec.reduction_ranges[-1] if rdim else None
+        whole_blocks = rdim > 1 and inner is not None and inner.is_Integer and (
+            int(inner) % emitter.lanes == 0)
         for state in states:
             # Only a kernel that may have a single row needs the row-splitting variant.
             state.split_threads = not (rows.is_Integer and int(rows) > 1)
+            state.whole_blocks = whole_blocks
             loop.line("{")
             with loop.indent():
                 _STAGES[state.kind](loop, state, rdim, emitter.lanes, options)
@@ -382,11 +386,19 @@ def _lane_blocks(
             out.line(f"{acc}.prepare();")
         for address in state.prefetch:  # a hint: never faults, even past the end
             out.line(f"__builtin_prefetch({address});")
+        if state.whole_blocks:  # the block's coordinates once, not a division per lane
+            decompose(out, "pd_rb", "pd_rb_r", "pd_m", rdim)
         out.line("" if state.no_simd else "#pragma omp simd")
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():
             out.line("const int64_t pd_rf = pd_rb + pd_l;")
-            decompose(out, "pd_rf", "r", "pd_m", rdim)
+            if state.whole_blocks:
+                for i in range(rdim - 1):
+                    out.line(f"const int64_t r{i} = pd_rb_r{i};")
+                out.line(f"const int64_t r{rdim - 1} = pd_rb_r{rdim - 1} + pd_l;")
+                out.line("(void)pd_rf;")
+            else:
+                decompose(out, "pd_rf", "r", "pd_m", rdim)
             for line in body:
                 out.line(line)
         out.line("}")

@@ -75,6 +75,9 @@ class StageState:
     sort_descending: bool | None = None
     no_simd: bool = False
     split_threads: bool = True  # may a reduce stage split one row across threads
+    # the innermost reduction dim is a whole number of lane blocks: a block's other coordinates
+    # are its first element's, and the innermost one steps with the lane (contiguous loads)
+    whole_blocks: bool = False
     prefetch: list[str] = field(default_factory=list)  # addresses read ahead per lane block
     index: int = 0  # position among the kernel's stages
 

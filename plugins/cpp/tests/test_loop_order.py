@@ -91,3 +91,54 @@ def test_transposed_pointwise_with_a_size_symbol(tmp_path: Path) -> None:
         out = torch.empty(rows, 6)
         kernel(g, z, out, rows)
         torch.testing.assert_close(out, _reference(g, z))
+
+
+def _channel_sums(batch: int, channels: int, inner: tuple[int, ...]) -> KernelSpec:
+    """out[c] = sum over (n, *inner) of a[n, c, *inner]: BatchNorm's backward sums, the reduction
+    dims (batch, height, width) around the kept channel."""
+    plane = 1
+    for size in inner:
+        plane *= size
+
+    def body(ops, x, r):  # type: ignore[no-untyped-def]
+        offset, step = r[0] * channels * plane + x[0] * plane, plane
+        for var, size in zip(r[1:], inner, strict=True):
+            step //= size
+            offset += var * step
+        ops.store_reduction("acc", x[0], ops.reduction(torch.float32, torch.float32, "sum",
+                                                       ops.load("a", offset)))
+
+    def write(ops, x, r):  # type: ignore[no-untyped-def]
+        ops.store("out", x[0], ops.load("acc", x[0]))
+
+    return spec(
+        "channel_sums",
+        [channels],
+        [batch, *inner],
+        [("reduce", body), ("outer", write)],
+        [
+            buf("a", torch.float32, "in", batch * channels * plane),
+            buf("acc", torch.float32, "local", channels),
+            buf("out", torch.float32, "out", channels),
+        ],
+    )
+
+
+@pytest.mark.parametrize("inner", [(32, 32), (3, 16), (4, 5)])
+def test_reduction_over_several_dims_steps_its_last_dim_with_the_lane(
+    tmp_path: Path, inner: tuple[int, int]
+) -> None:
+    # ResNet's BatchNorm backward split every lane's flat reduction index with a division and a
+    # modulo per dim (`r2 = pd_rf % 32`, `r1 = pd_rf / 32 % 32`): no contiguous vector loads, a
+    # third of the training step's generated code. When the last dim holds whole lane blocks,
+    # a block's coordinates are computed once and the last one steps with the lane.
+    be = backend(tmp_path)
+    source = be.codegen(_channel_sums(2, 3, inner)).source
+    whole = inner[-1] % 16 == 0
+    assert ("const int64_t r2 = pd_rb_r2 + pd_l;" in source) == whole
+    kernel = compile_one(be, _channel_sums(2, 3, inner))
+    a = torch.randn(2, 3, *inner)
+    a[1, 2, 0, 1] = float("nan")
+    out = torch.empty(3)
+    kernel(a, out)
+    torch.testing.assert_close(out, a.sum((0, 2, 3)), equal_nan=True, rtol=1e-5, atol=1e-5)
