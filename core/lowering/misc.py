@@ -260,6 +260,14 @@ def with_effects(ctx: LoweringContext, token: Any, op: Any, *args: Any, **kwargs
     return (token,)
 
 
+def assert_tensor_metadata(ctx: LoweringContext, x: Any, *args: Any, **kwargs: Any) -> None:
+    """torch.export's check that a value has the dtype and device it was traced with (`.to(dtype)`
+    of a value already of that dtype). Every value's dtype here comes from that trace, so the
+    check holds by construction; as a library call it failed on the one value whose device is
+    the compiler's choice, a CPU scalar computed on the accelerator (`devices.moved_scalars`:
+    DeBERTa-v2's `torch.tensor(...).to(dtype)` on CUDA). Nothing to run."""
+
+
 def table() -> dict[str, LoweringFn]:
     """The remaining lowerings, by aten overload name."""
     return {
@@ -275,4 +283,5 @@ def table() -> dict[str, LoweringFn]:
         "aten.select_scatter.default": select_scatter,
         "aten.copy.default": copy,
         "with_effects": with_effects,
+        "aten._assert_tensor_metadata.default": assert_tensor_metadata,
     }

@@ -371,3 +371,22 @@ def test_training_recomputes_cheap_values_instead_of_saving_them(
     (inputs,) = [line for line in graphs[1].program.lines if isinstance(line, GraphInputs)]
     # x, w, the tanh (its own derivative) and the incoming gradient; all six saved before
     assert len(inputs.names) <= 4, f"the backward reads {inputs.names}"
+
+
+def test_exported_metadata_checks_are_not_library_calls(
+    backends: tuple[str, str], device: str
+) -> None:
+    """torch.export records `.to(dtype)` of a value already of that dtype as a metadata check;
+    run as a library call it failed on a CPU scalar constant the lowering computes on the
+    accelerator (DeBERTa-v2 on CUDA: `Tensor device mismatch! Expected: cpu, Got: cuda:0`)."""
+
+    class Scaled(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * torch.tensor(3).type_as(x) + torch.tensor(2.0).to(x.dtype)
+
+    x = torch.randn(4, 5, device=device)
+    kernels, wrapper = backends
+    run = compile_exported(torch.export.export(Scaled(), (x,)),
+                           {"kernels": kernels, "wrapper": wrapper})
+    assert_same([run(x)], [Scaled()(x)])
+    assert "assert_tensor_metadata" not in run.compiled.source
