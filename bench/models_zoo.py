@@ -108,8 +108,9 @@ def _hf(model_cls: str, config_cls: str, **config: Any) -> Callable[[], torch.nn
         cfg = getattr(transformers, config_cls)(**config)
         cfg.use_cache = False
         for key, value in _NO_DROPOUT.items():
-            if hasattr(cfg, key):
-                setattr(cfg, key, value)
+            if hasattr(cfg, key):  # zero of the config's own type (LeViT's drop_path_rate is an int)
+                current = getattr(cfg, key)
+                setattr(cfg, key, type(current)(value) if isinstance(current, (int, float)) else value)
         torch.manual_seed(0)
         model: torch.nn.Module = getattr(transformers, model_cls)(cfg)
         return model

@@ -129,3 +129,17 @@ def test_judge_integer_outputs_exact_and_missing_gradients() -> None:
     grad = torch.ones(3)
     assert judge([None], [None], [None], ["g"], torch.float32).ok
     assert not judge([None], [grad], [grad.double()], ["g"], torch.float32).ok
+
+
+def test_every_model_of_the_suite_and_the_extra_set_builds() -> None:
+    # The dropout keys are zeroed in each config's own type: LeViT's `drop_path_rate` is an int,
+    # and a float zero made its config refuse to build (the model dropped out of the extra set)
+    from bench.models_extra import extra_specs
+    from bench.models_zoo import hf_specs, vision_specs
+
+    for spec in (*hf_specs(), *vision_specs(), *extra_specs()):
+        model = spec.build()
+        assert isinstance(model, torch.nn.Module), spec.name
+        config = getattr(model, "config", None)
+        for key in ("drop_path_rate", "hidden_dropout_prob", "attention_dropout", "dropout"):
+            assert not getattr(config, key, 0), (spec.name, key)
