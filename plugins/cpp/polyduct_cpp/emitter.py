@@ -64,8 +64,7 @@ class StageState:
 
     kind: str
     body: IndentedBuffer = field(default_factory=IndentedBuffer)
-    # values of an inner/reduce stage that do not vary along the reduction: computed once per
-    # row before the reduction loops (an embedding row's index and its bounds check)
+    # values of an inner/reduce stage constant along the reduction, computed before its loops
     hoisted: IndentedBuffer = field(default_factory=IndentedBuffer)
     post: IndentedBuffer = field(default_factory=IndentedBuffer)
     accs: list[tuple[str, str]] = field(default_factory=list)  # (C type, name)
@@ -75,9 +74,7 @@ class StageState:
     sort_descending: bool | None = None
     no_simd: bool = False
     split_threads: bool = True  # may a reduce stage split one row across threads
-    # the innermost reduction dim is a whole number of lane blocks: a block's other coordinates
-    # are its first element's, and the innermost one steps with the lane (contiguous loads)
-    whole_blocks: bool = False
+    whole_blocks: bool = False  # the last reduction dim holds whole lane blocks (_lane_blocks)
     prefetch: list[str] = field(default_factory=list)  # addresses read ahead per lane block
     index: int = 0  # position among the kernel's stages
 
