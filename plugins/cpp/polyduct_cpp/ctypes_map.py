@@ -48,6 +48,8 @@ def from_storage(expr: str, dtype: torch.dtype) -> str:
         return f"pd_bf16_to_f32({expr})"
     if dtype == torch.float16:
         return f"static_cast<float>({expr})"
+    if dtype == torch.bool:  # a byte compared with 0: GCC vectorises that, not a bool load
+        return f"(*reinterpret_cast<const uint8_t*>(&{expr}) != 0)"
     return expr
 
 

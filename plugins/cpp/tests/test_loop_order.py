@@ -142,3 +142,26 @@ def test_reduction_over_several_dims_steps_its_last_dim_with_the_lane(
     out = torch.empty(3)
     kernel(a, out)
     torch.testing.assert_close(out, a.sum((0, 2, 3)), equal_nan=True, rtol=1e-5, atol=1e-5)
+
+
+def test_bool_loads_are_bytes_compared_with_zero(tmp_path: Path) -> None:
+    # BatchNorm's ReLU backward masks the gradient with a saved bool tensor. GCC did not
+    # vectorise a loop loading `bool`s (a 1-bit mask type to it): the masked per-channel sums
+    # ran 3x slower than with a byte load compared with 0, two thirds of a small CNN's step.
+    def body(ops, x, r):  # type: ignore[no-untyped-def]
+        at = r[0] * 64 + x[0] * 16 + r[1]
+        value = ops.where(ops.load("m", at), ops.constant(0.0, torch.float32), ops.load("g", at))
+        ops.store_reduction("acc", x[0], ops.reduction(torch.float32, torch.float32, "sum", value))
+
+    def write(ops, x, r):  # type: ignore[no-untyped-def]
+        ops.store("out", x[0], ops.load("acc", x[0]))
+
+    s = spec("masked_sums", [4], [3, 16], [("reduce", body), ("outer", write)], [
+        buf("m", torch.bool, "in", 192), buf("g", torch.float32, "in", 192),
+        buf("acc", torch.float32, "local", 4), buf("out", torch.float32, "out", 4)])
+    be = backend(tmp_path)
+    assert "reinterpret_cast<const uint8_t*>(&in_ptr0[" in be.codegen(s).source
+    m, g = torch.rand(3, 4, 16) > 0.5, torch.randn(3, 4, 16)
+    out = torch.empty(4)
+    compile_one(be, s)(m, g, out)
+    torch.testing.assert_close(out, torch.where(m, 0.0, g).sum((0, 2)), rtol=1e-5, atol=1e-5)
