@@ -20,6 +20,7 @@ from polyduct.ir import Expr, Lazy, TensorValue
 from polyduct.lowering.externs import extern_call
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn, op_name
 from polyduct.lowering.values import Ops, _scalar, cast, is_tensor, lazy, operand
+from polyduct.lowering.views import slice_start
 
 
 def _index(ops: Ops, expr: Expr) -> Any:
@@ -186,7 +187,10 @@ def slice_scatter(
     dim = dim % len(out)
     if not isinstance(step, int) or step < 1:
         raise Fallback(f"slice_scatter with step {step!r}")
-    first = _scatter_start(start, out[dim])
+    raw = sympy.sympify(start if start is not None else 0)
+    if not raw.is_number and raw.is_nonnegative is not True:
+        raise Fallback(f"slice_scatter from a start of unknown sign ({raw})")
+    first = slice_start(start, out[dim])
     last = first + (src.size[dim] - 1) * step + 1  # one past the last element src covers
 
     def at(idx: Sequence[Expr]) -> list[Expr]:
@@ -204,21 +208,6 @@ def slice_scatter(
         return ops.where(mask, new, x.load(ops, idx))
 
     return lazy(out, x.dtype, ctx.device, load, x, src)
-
-
-def _scatter_start(start: Any, length: Expr) -> Expr:
-    """A slice's first index as eager normalises it: None is 0, a negative one counts from the
-    end (clamped at 0), one past the end is the end."""
-    if start is None:
-        return sympy.Integer(0)
-    first = sympy.sympify(start)
-    if not first.is_number:
-        if first.is_nonnegative is not True:
-            raise Fallback(f"slice_scatter from a start of unknown sign ({first})")
-        return first
-    if first < 0:
-        first = sympy.Max(first + length, 0)
-    return sympy.Min(first, length) if length.is_number else first
 
 
 def select_scatter(ctx: LoweringContext, x: TensorValue, src: TensorValue, dim: int,

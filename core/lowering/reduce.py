@@ -51,6 +51,13 @@ def _combine(
     return idx
 
 
+def _reduced_size(x: TensorValue, dims: Sequence[int], keepdim: bool) -> list[Expr]:
+    """The size of a reduction of `x` over `dims` (kept as 1s with `keepdim`)."""
+    if keepdim:
+        return [sympy.Integer(1) if i in dims else s for i, s in enumerate(x.size)]
+    return [s for i, s in enumerate(x.size) if i not in dims]
+
+
 def reduce_into(
     ctx: LoweringContext,
     x: TensorValue,
@@ -64,10 +71,7 @@ def reduce_into(
     """A reduction node over `dims` of `x` (read as `src_dtype`); one buffer per result."""
     d = _dims(x, dims)
     n = len(x.size)
-    if keepdim:
-        out_size = [sympy.Integer(1) if i in d else s for i, s in enumerate(x.size)]
-    else:
-        out_size = [s for i, s in enumerate(x.size) if i not in d]
+    out_size = _reduced_size(x, d, keepdim)
     # a 0-d input reduces over one element: one reduction step, not an empty loop nest
     red = tuple(x.size[i] for i in d) or (sympy.Integer(1),)
     graph = ctx.graph
@@ -98,8 +102,8 @@ def reduce_into(
 
 
 def _unrolled(
-    ctx: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: ReductionType,
-    src: torch.dtype, out: torch.dtype,
+    x: TensorValue, dims: Any, keepdim: bool, rtype: ReductionType, src: torch.dtype,
+    out: torch.dtype,
 ) -> Lazy | None:
     """The reduction as a pointwise value combining its few elements in order, or None when it
     reduces more than `UNROLL` elements (or a count known only at run time), or when inlining
@@ -124,9 +128,7 @@ def _unrolled(
             total = v if total is None else getattr(ops, combine)(total, v)
         return cast(ops, total, acc, out)
 
-    size = [sympy.Integer(1) if i in d else s for i, s in enumerate(x.size)] if keepdim else [
-        s for i, s in enumerate(x.size) if i not in d]
-    return lazy(size, out, x.device, load, *[x] * int(count))
+    return lazy(_reduced_size(x, d, keepdim), out, x.device, load, *[x] * int(count))
 
 
 def _acc(dtype: torch.dtype) -> torch.dtype:
@@ -139,7 +141,7 @@ def _simple(rtype: ReductionType) -> LoweringFn:
     ) -> Any:
         out = ctx.out_dtype()
         src = out if rtype in ("sum", "prod") else x.dtype
-        unrolled = _unrolled(ctx, x, dims, keepdim, rtype, src, out)
+        unrolled = _unrolled(x, dims, keepdim, rtype, src, out)
         if unrolled is not None:
             return unrolled
         (buf,) = reduce_into(ctx, x, dims, keepdim, rtype, src, _acc(src), [out])
@@ -213,7 +215,7 @@ def _mean(
     out = ctx.out_dtype()
     if not out.is_floating_point:
         raise Fallback("mean of a non-float result")
-    total: TensorValue | None = _unrolled(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out))
+    total: TensorValue | None = _unrolled(x, dims, keepdim, "sum", _acc(out), _acc(out))
     if total is None:
         (total,) = reduce_into(ctx, x, dims, keepdim, "sum", _acc(out), _acc(out), [_acc(out)])
     count = _count(x, dims)

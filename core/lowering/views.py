@@ -158,7 +158,9 @@ def expand(ctx: LoweringContext, x: TensorValue, *args: Any, **kwargs: Any) -> T
     return _view(x, size, reindex, layout)
 
 
-def _norm_start(start: Any, length: Expr) -> Expr:
+def slice_start(start: Any, length: Expr) -> Expr:
+    """A slice's first index as eager normalises it: None is 0, a negative one counts from the
+    end (clamped at 0), one past the end is the end."""
     if start is None:
         return sympy.Integer(0)
     start = sympy.sympify(start)
@@ -178,7 +180,7 @@ def slice_(
     step: int = 1,
 ) -> TensorValue:
     dim = _dim(dim, len(x.size))
-    return _sliced(x, dim, _norm_start(start, x.size[dim]), step, ctx.out_size())
+    return _sliced(x, dim, slice_start(start, x.size[dim]), step, ctx.out_size())
 
 
 def _sliced(x: TensorValue, dim: int, first: Expr, step: Any, size: Sequence[Expr]) -> TensorValue:

@@ -324,9 +324,8 @@ def row_loop(
         loop.lines(emitter.local_declarations())
         rdim = len(emitter.spec.reduction_ranges)
         rows = sympy.Mul(*emitter.spec.ranges)
-        inner = emitter.spec.reduction_ranges[-1] if rdim else None
-        whole_blocks = rdim > 1 and inner is not None and inner.is_Integer and (
-            int(inner) % emitter.lanes == 0)
+        last = emitter.spec.reduction_ranges[-1] if rdim else sympy.Integer(0)
+        whole_blocks = rdim > 1 and last.is_Integer and int(last) % emitter.lanes == 0
         for state in states:
             # Only a kernel that may have a single row needs the row-splitting variant.
             state.split_threads = not (rows.is_Integer and int(rows) > 1)
