@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from polyduct.conformance.probe import Probe
-from polyduct.conformance.tolerance import Tol, compare
+from polyduct.conformance.tolerance import EXACT, Tol, compare
 from polyduct.kernel import KernelBackend
 
 PREFIX = "graph."
@@ -101,6 +101,16 @@ def _empty_means(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return (*torch.var_mean(x), *torch.std_mean(x, dim=-1), x.mean(), x.var(dim=0))
 
 
+def _half_rounding_division(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Floor and trunc division of float16 / bfloat16 tensors round every step to their dtype,
+    as eager's kernels do: the trunc of the rounded quotient, not the rounded trunc."""
+    h, g = a.half(), b.half()
+    big = torch.tensor(3.0e4)  # a float32 0-d dividend: rounded to bfloat16 first
+    return (torch.div(a, b, rounding_mode="trunc"), torch.div(a, b, rounding_mode="floor"),
+            torch.div(h, g, rounding_mode="trunc"), torch.div(h, g, rounding_mode="floor"),
+            torch.div(big, b, rounding_mode="trunc"), a // b[1:2])
+
+
 @dataclass(frozen=True)
 class GraphCase:
     """One program: `fn` over `make(seed, size)` inputs; `sizes` > 1 entries re-run the compiled
@@ -166,6 +176,14 @@ def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, size[0], 0)}
 
 
+def _half_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    a = (_randn(gen, *size) * 3000).to(torch.bfloat16)
+    b = _randn(gen, *size).to(torch.bfloat16)
+    a[0, :6] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 5.0])
+    b[0, 3:6] = torch.tensor([0.0, -0.0, float("inf")])
+    return {"a": a, "b": b}
+
+
 def _train_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, 6, 16), "w": _randn(gen, 16, 24) * 0.2, "b": _randn(gen, 24)}
 
@@ -183,6 +201,8 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("empty_means", _empty_means, _empty_inputs, ((3, 0),)),
     GraphCase("negative_polygamma", _negative_polygamma, _negative_inputs, ((4, 9),)),
     GraphCase("constant_reductions", _constant_reductions, _two_dims, ((5, 6),)),
+    GraphCase("half_rounding_division", _half_rounding_division, _half_inputs, ((16, 40),),
+              tol=EXACT, dtype=torch.bfloat16),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),

@@ -41,8 +41,11 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
     if not out.is_floating_point and rounding_mode is not None:
         name = "floordiv" if rounding_mode == "floor" else "truncdiv"
         return map_values(ctx, (a, b), out, named_op(name))
+    operands = _operand_dtype(ctx, b)
     if rounding_mode is None:
         apply = named_op("truediv")
+    elif operands in (torch.float16, torch.bfloat16):
+        apply = _rounding_each_step(operands, rounding_mode)
     elif rounding_mode == "floor":
         apply = _float_floordiv(out)
     else:
@@ -50,7 +53,30 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
         def apply(ops: Ops, x: Any, y: Any) -> Any:
             return ops.trunc(ops.truediv(x, y))
 
-    return map_values(ctx, (a, b), _operand_dtype(ctx, b), apply)
+    return map_values(ctx, (a, b), operands, apply)
+
+
+def _rounding_each_step(dtype: torch.dtype, rounding_mode: str) -> Callable[..., Any]:
+    """Floor or trunc division of two float16 / bfloat16 tensors as eager's kernels compute it,
+    CPU and CUDA alike: in that dtype's arithmetic, every step rounded to it. Trunc division is
+    the trunc of the rounded quotient: a bfloat16 29952 / -0.957 is -31296.8, rounded -31360,
+    and eager's answer is -31360 where trunc first gives -31232 (reference seed 10204, program
+    520); floor division rounds each step of `_floordiv_of`. Operands eager reads at float32 (a
+    number divisor) take the float32 path instead (`_operand_dtype`)."""
+    wide = torch.float32
+
+    def rounded(ops: Ops, v: Any) -> Any:
+        return ops.to_dtype(ops.to_dtype(v, dtype, src_dtype=wide), wide, src_dtype=dtype)
+
+    def apply(ops: Ops, x: Any, y: Any) -> Any:
+        x, y = (ops.to_dtype(v, wide, src_dtype=dtype) for v in (x, y))
+        if rounding_mode == "floor":
+            result = _floordiv_of(ops, x, y, wide, lambda v: rounded(ops, v))
+        else:
+            result = ops.trunc(rounded(ops, ops.truediv(x, y)))
+        return ops.to_dtype(result, dtype, src_dtype=wide)
+
+    return apply
 
 
 def _float_floordiv(out: torch.dtype) -> Callable[..., Any]:
@@ -65,15 +91,19 @@ def _float_floordiv(out: torch.dtype) -> Callable[..., Any]:
     return apply
 
 
-def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype) -> Any:
+def _floordiv_of(ops: Ops, x: Any, y: Any, dtype: torch.dtype,
+                 rounded: Callable[[Any], Any] = lambda v: v) -> Any:
+    """c10's div_floor_floating; `rounded` rounds each inexact step (16-bit arithmetic)."""
     zero, one = ops.constant(0.0, dtype), ops.constant(1.0, dtype)
-    quotient = ops.truediv(x, y)
+    quotient = rounded(ops.truediv(x, y))
     mod = ops.fmod(x, y)
-    div = ops.truediv(ops.sub(x, mod), y)
+    div = rounded(ops.truediv(rounded(ops.sub(x, mod)), y))
     signs_differ = ops.ne(ops.lt(y, zero), ops.lt(mod, zero))
-    div = ops.where(ops.logical_and(ops.ne(mod, zero), signs_differ), ops.sub(div, one), div)
+    div = ops.where(ops.logical_and(ops.ne(mod, zero), signs_differ), rounded(ops.sub(div, one)),
+                    div)
     floor = ops.floor(div)
     half = ops.constant(0.5, dtype)
-    floor = ops.where(ops.gt(ops.sub(div, floor), half), ops.add(floor, one), floor)
+    floor = ops.where(ops.gt(rounded(ops.sub(div, floor)), half), rounded(ops.add(floor, one)),
+                      floor)
     result = ops.where(ops.ne(div, zero), floor, ops.copysign(zero, quotient))
     return ops.where(ops.eq(y, zero), quotient, result)
