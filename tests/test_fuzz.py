@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from polyduct.fuzz import check
+from polyduct.fuzz import check, runner
 from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, check_program
 from polyduct.fuzz.cli import FUZZ_DTYPES, _dtypes
 from polyduct.fuzz.generate import generate
@@ -356,3 +356,50 @@ def test_workers_leave_no_scratch_directories(
     results = run_campaign(Campaign(config, 2, jobs=2, timeout_s=240), io.StringIO())
     assert len(results) == 2
     assert not list(scratch.glob("polyduct-fuzz-*"))
+
+
+def _loses_the_device(a0: torch.Tensor) -> tuple[torch.Tensor]:
+    if a0.shape[0] == 5:
+        raise RuntimeError("CUDA error: device-side assert triggered")
+    return (a0 + 1,)
+
+
+def test_an_error_that_loses_the_device_ends_the_judging(monkeypatch: pytest.MonkeyPatch) -> None:
+    # After a CUDA device-side assert every later call in the process raises it again: eager's
+    # out-of-bounds scatter on the second shapes (CUDA seed 44, program 843) made polyduct's run
+    # and then aot_eager's raise, which read as torch's own bug. Eager losing the device makes
+    # the program invalid; polyduct losing it is a crash, with no second opinion.
+    program = Program((InputSpec("a0", (4,), torch.float32, alt_shape=(5,)),), (), ("out0",),
+                      mode="dynamic")
+    with pytest.raises(InvalidProgram, match="second shapes"):
+        check_program(_loses_the_device, program, "reference")
+    asked = []
+
+    def compiled(*args: object) -> object:
+        asked.append(args[6])
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(check, "_compiled_problems", compiled)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        check_program(_loses_the_device, _one_input(), "reference")
+    assert asked == ["polyduct"]
+
+
+def test_a_retired_worker_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A worker whose device became unusable exits after sending its result: the runner starts
+    # another before giving it the next graph.
+    config = Config("reference", SEED, {}, "cpu", _dtypes("reference"), tmp_path, 0.0,
+                    known=False)
+    spawn, spawned = runner._spawn, []
+
+    def retired_first(c: Config) -> runner._Slot:
+        slot = spawn(c)
+        if not spawned:
+            slot.conn.send(None)
+            slot.proc.join(timeout=60)
+        spawned.append(slot)
+        return slot
+
+    monkeypatch.setattr(runner, "_spawn", retired_first)
+    results = run_campaign(Campaign(config, 2, jobs=1, timeout_s=240), io.StringIO())
+    assert [r.index for r in results] == [0, 1] and len(spawned) == 2

@@ -1,7 +1,8 @@
 """A campaign: graphs `start .. start+count` of a seed, spread over worker processes.
 
 A worker that dies (a crash in compiled code) or runs past the time limit (a hang) costs the
-graph it was running, recorded as `crash` or `timeout`, and is replaced. Results stream to
+graph it was running, recorded as `crash` or `timeout`, and is replaced; so is one that retired
+after a graph because its device became unusable (a CUDA error). Results stream to
 `results.jsonl` in the output directory as they arrive.
 """
 
@@ -22,6 +23,7 @@ from polyduct.fuzz.repro import render_module, write_module
 from polyduct.fuzz.worker import Config, Result, serve
 
 FAILURES = ("mismatch", "crash", "timeout")
+_DIED = "worker process died"
 STATUSES = ("pass", *FAILURES, "known", "upstream", "invalid")
 
 
@@ -56,6 +58,11 @@ def _spawn(config: Config) -> _Slot:
     return _Slot(proc, parent)
 
 
+def _respawn(slot: _Slot, config: Config) -> _Slot:
+    _stop(slot)
+    return _spawn(config)
+
+
 def _stop(slot: _Slot) -> None:
     slot.proc.kill()
     slot.proc.join()
@@ -84,7 +91,9 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
     every = max(1, campaign.count // 100)
     with open(c.out / "results.jsonl", "a") as log:
         while pending or any(s.index is not None for s in slots):
-            for slot in slots:
+            for i, slot in enumerate(slots):
+                if slot.index is None and pending and not slot.proc.is_alive():
+                    slots[i] = slot = _respawn(slot, c)  # it retired: its device was unusable
                 if slot.index is None and pending:
                     slot.index = pending.pop()
                     slot.deadline = time.monotonic() + campaign.timeout_s
@@ -93,9 +102,8 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
                 result = _poll(slot, campaign)
                 if result is None:
                     continue
-                if result.status == "timeout" or not slot.proc.is_alive():
-                    _stop(slot)
-                    slots[i] = _spawn(c)
+                if result.status == "timeout" or result.detail.startswith(_DIED):
+                    slots[i] = _respawn(slot, c)
                     _write_lost(c, result)
                 campaign.results.append(result)
                 log.write(json.dumps(asdict(result)) + "\n")
@@ -105,7 +113,8 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
                     _progress(done, campaign.count, start, out)
             wait([s.conn for s in slots if s.index is not None] or [], timeout=0.5)
     for slot in slots:
-        slot.conn.send(None)
+        if slot.proc.is_alive():
+            slot.conn.send(None)
         slot.proc.join(timeout=10)
         if slot.proc.is_alive():
             _stop(slot)
@@ -145,7 +154,7 @@ def _poll(slot: _Slot, campaign: Campaign) -> Result | None:
     if not slot.proc.is_alive():
         slot.index = None
         code = slot.proc.exitcode
-        return Result(index, "crash", f"worker process died (exit code {code})")
+        return Result(index, "crash", f"{_DIED} (exit code {code})")
     if time.monotonic() > slot.deadline:
         slot.index = None
         return Result(index, "timeout", f"no result within {campaign.timeout_s:g} s")

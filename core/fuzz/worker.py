@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug
+from polyduct.fuzz.check import InvalidProgram, Mismatch, UpstreamBug, device_lost
 from polyduct.fuzz.generate import KNOWN, generate
 from polyduct.fuzz.program import Program
 from polyduct.fuzz.repro import load_module, render_module, unload_module, write_module
@@ -140,8 +140,23 @@ class Runner:
         result.tags = sorted(small.all_tags())
 
 
+def device_unusable(device: str) -> bool:
+    """Whether a CUDA error has left `device` unusable for the rest of this process."""
+    if device != "cuda":
+        return False
+    try:
+        torch.cuda.synchronize()
+        return (torch.ones(1, device=device) + 1).item() != 2
+    except Exception as exc:  # noqa: BLE001 -- any failure here means the context is gone
+        return device_lost(exc)
+
+
 def serve(config: Config, conn: Connection) -> None:
-    """Worker main loop: receive graph indices, send back ("shrinking", i) and Results."""
+    """Worker main loop: receive graph indices, send back ("shrinking", i) and Results. On CUDA,
+    kernel launches are synchronous, so an error surfaces in the call that made it (eager's or
+    polyduct's), and the worker exits once its device is unusable: the runner starts another."""
+    if config.device == "cuda":  # before CUDA starts in this fresh interpreter
+        os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")  # eager's warnings about generated programs are noise here
     runner = Runner(config)
@@ -155,5 +170,7 @@ def serve(config: Config, conn: Connection) -> None:
             if index is None:
                 return
             conn.send(("result", runner.run(index, on_shrink)))
+            if device_unusable(config.device):
+                return
     finally:
         shutil.rmtree(runner.scratch, ignore_errors=True)
