@@ -44,7 +44,8 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
     operands = _operand_dtype(ctx, b)
     if rounding_mode is None:
         apply = named_op("truediv")
-    elif operands in (torch.float16, torch.bfloat16):
+    elif operands in (torch.float16, torch.bfloat16) and (
+            rounding_mode == "trunc" or ctx.device == "cpu"):
         apply = _rounding_each_step(operands, rounding_mode)
     elif rounding_mode == "floor":
         apply = _float_floordiv(out)
@@ -57,12 +58,13 @@ def div(ctx: LoweringContext, a: Any, b: Any, rounding_mode: str | None = None) 
 
 
 def _rounding_each_step(dtype: torch.dtype, rounding_mode: str) -> Callable[..., Any]:
-    """Floor or trunc division of two float16 / bfloat16 tensors as eager's kernels compute it,
-    CPU and CUDA alike: in that dtype's arithmetic, every step rounded to it. Trunc division is
-    the trunc of the rounded quotient: a bfloat16 29952 / -0.957 is -31296.8, rounded -31360,
-    and eager's answer is -31360 where trunc first gives -31232 (reference seed 10204, program
-    520); floor division rounds each step of `_floordiv_of`. Operands eager reads at float32 (a
-    number divisor) take the float32 path instead (`_operand_dtype`)."""
+    """Floor or trunc division of two float16 / bfloat16 tensors as eager's kernels compute it:
+    in that dtype's arithmetic, every step rounded to it. Trunc division is the trunc of the
+    rounded quotient, on the CPU and on CUDA: a bfloat16 29952 / -0.957 is -31296.8, rounded
+    -31360, and eager's answer is -31360 where trunc first gives -31232 (reference seed 10204,
+    program 520). Floor division rounds each step of `_floordiv_of` on the CPU only: eager's
+    CUDA kernel computes its steps in float32 (`_float_floordiv`). Operands eager reads at
+    float32 (a number divisor) take the float32 path instead (`_operand_dtype`)."""
     wide = torch.float32
 
     def rounded(ops: Ops, v: Any) -> Any:
