@@ -144,11 +144,12 @@ def device_unusable(device: str) -> bool:
     """Whether a CUDA error has left `device` unusable for the rest of this process."""
     if device != "cuda":
         return False
-    try:
+    try:  # a device-side assert makes every later call raise, this small one too
         torch.cuda.synchronize()
-        return (torch.ones(1, device=device) + 1).item() != 2
-    except Exception as exc:  # noqa: BLE001 -- any failure here means the context is gone
+        torch.ones(1, device=device).add_(1).item()
+    except Exception as exc:  # noqa: BLE001 -- only a lost device retires the worker
         return device_lost(exc)
+    return False
 
 
 def serve(config: Config, conn: Connection) -> None:
