@@ -57,7 +57,7 @@ class CppOps(SpecialFnOps):
         return self._v("cosh", f"pd_cosh({x0})", x0)
 
     def erf(self, x0: Value) -> Value:
-        return self._std("erf", "erf", x0)
+        return self._v("erf", f"pd_erf({x0})", x0)
 
     def erfc(self, x0: Value) -> Value:
         return self._std("erfc", "erfc", x0)
