@@ -228,6 +228,22 @@ def test_pooled_input_is_computed_once(backends: tuple[str, str], device: str) -
     assert sqrts == 1, f"the normalisation is traced {sqrts} times"
 
 
+def test_padded_pool_windows_need_no_masked_loads(backends: tuple[str, str], device: str) -> None:
+    """ResNet's stem pool (3x3, stride 2, padding 1): its out-of-bounds cells were masked loads,
+    which kept the C++ loop scalar (181 us of a 1.5 ms forward). They are read at the nearest edge
+    and selected away (a max pool's clamped cells repeat their own window's); NaN, ints, ceil."""
+
+    def fn(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v, i = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+        return v, i, F.max_pool2d(x, 2, 3, 1, ceil_mode=True), F.avg_pool2d(x, 3, 2, 1)
+
+    x = torch.randn(2, 3, 9, 7, device=device)
+    x[0, 0, 0, 0], x[1, 1, 4, 3], x[0, 2] = float("nan"), float("inf"), -float("inf")
+    graphs = check(fn, backends, x.transpose(2, 3))
+    assert _traced(graphs, "masked") == 0
+    check(lambda t: F.max_pool2d(t, 3, 1, 1), backends, torch.randint(-9, 9, (2, 5, 6), device=device))
+
+
 def test_expanded_mask_saved_for_backward_keeps_stride_zero(
     backends: tuple[str, str], device: str
 ) -> None:
