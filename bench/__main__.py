@@ -1,4 +1,4 @@
-"""`python -m bench [runtime|compile|instructions|check|models]`: see bench/__init__.py and docs/performance.md."""
+"""`python -m bench [runtime|compile|instructions|check|models|kernels]`: see bench/__init__.py and docs/performance.md."""
 
 from __future__ import annotations
 
@@ -124,6 +124,8 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.model_kernels import add_parser as add_kernels_parser
+    from bench.model_kernels import main as kernels_main
     from bench.models import add_parsers as add_model_parsers
     from bench.models import main as models_main
 
@@ -182,9 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     iw.add_argument("--graph")
     iw.add_argument("--compiler")
     add_model_parsers(sub)
+    add_kernels_parser(sub)
     args = parser.parse_args(argv)
     if args.cmd in ("models", "models-worker", "models-cold"):
         return models_main(args)
+    if args.cmd == "kernels":
+        return kernels_main(args)
     if args.cmd == "compile-worker":
         from bench.compile_time import worker
 
