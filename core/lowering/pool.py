@@ -4,9 +4,10 @@ unrolled window.
 Each output element compares the elements of its window in row-major order, exactly as ATen's
 kernels do: the running maximum starts at the dtype's lowest value and the index at the window's
 first in-bounds element, and an element is taken when it is greater or NaN (so NaN propagates
-and the index names the last NaN; ties keep the first). Padding and `ceil_mode` windows select
-away their out-of-bounds elements, read at the nearest edge (no masked loads, so loops stay SIMD). The value fuses into its producer's and consumer's kernels (a CNN's
-relu + pool is one kernel after the convolution).
+and the index names the last NaN; ties keep the first). Padding and `ceil_mode` windows read
+their out-of-bounds elements at the nearest edge and select them away (no masked loads, so loops
+stay SIMD). The value fuses into its producer's and consumer's kernels (a CNN's relu + pool is
+one kernel after the convolution).
 """
 
 from __future__ import annotations
@@ -67,10 +68,13 @@ def max_pool2d_with_indices(
     lowest = _lowest(dtype)
     offsets = [(i * dh, j * dw) for i in range(kh) for j in range(kw)]
 
+    def cells_of(idx: Sequence[Expr]) -> tuple[list[Expr], list[tuple[Expr, Expr]]]:
+        """The leading coordinates of output `idx`, and its window's (row, column) cells."""
+        top, left = idx[-2] * sh - ph, idx[-1] * sw - pw
+        return list(idx[:-2]), [(top + di, left + dj) for di, dj in offsets]
+
     def window(ops: Ops, idx: Sequence[Expr]) -> tuple[Any, Any]:
-        lead, oh, ow = list(idx[:-2]), idx[-2], idx[-1]
-        top, left = oh * sh - ph, ow * sw - pw
-        cells = [(top + di, left + dj) for di, dj in offsets]
+        lead, cells = cells_of(idx)
         flats = [ops.index_expr(ih * width + iw, torch.int64) for ih, iw in cells]
         valids = [_inside(ops, ih, iw, height, width) if masked else None for ih, iw in cells]
         where = flats[-1]
@@ -79,15 +83,12 @@ def max_pool2d_with_indices(
             where = flat if valid is None else ops.where(valid, flat, where)
         best = ops.constant(lowest, dtype)
         for (ih, iw), flat, valid in zip(cells, flats, valids, strict=True):
-            coords = [*lead, ih, iw]
             if valid is None:
-                value = x.load(ops, coords)
+                value = x.load(ops, [*lead, ih, iw])
             else:
-                edge = [*lead, _clamped(ops, ih, height), _clamped(ops, iw, width)]
+                edge = _at_edge(ops, lead, ih, iw, height, width)
                 value = ops.where(valid, x.load(ops, edge), ops.constant(lowest, dtype))
-            take = ops.gt(value, best)
-            if dtype.is_floating_point:
-                take = ops.logical_or(take, ops.isnan(value))
+            take = _taken(ops, value, best, dtype)
             if valid is not None:
                 take = ops.logical_and(take, valid)
             best = ops.where(take, value, best)
@@ -102,16 +103,11 @@ def max_pool2d_with_indices(
         # the nearest edge repeats a cell of its own window: the same maximum (NaN included),
         # read without masks and without the window's bounds tests (ResNet's stem pool, 3x3 with
         # padding 1 at 64x64: 181 to 15 us with the masked loads as selects).
-        lead, oh, ow = list(idx[:-2]), idx[-2], idx[-1]
-        top, left = oh * sh - ph, ow * sw - pw
+        lead, cells = cells_of(idx)
         best = ops.constant(lowest, dtype)
-        for di, dj in offsets:
-            coords = [*lead, _clamped(ops, top + di, height), _clamped(ops, left + dj, width)]
-            value = x.load(ops, coords)
-            take = ops.gt(value, best)
-            if dtype.is_floating_point:
-                take = ops.logical_or(take, ops.isnan(value))
-            best = ops.where(take, value, best)
+        for ih, iw in cells:
+            value = x.load(ops, _at_edge(ops, lead, ih, iw, height, width))
+            best = ops.where(_taken(ops, value, best, dtype), value, best)
         return best
 
     def load_indices(ops: Ops, idx: Sequence[Expr]) -> Any:
@@ -120,6 +116,19 @@ def max_pool2d_with_indices(
     values = lazy(out, dtype, x.device, load_values, x)
     indices = lazy(out, torch.int64, x.device, load_indices, x)
     return _costly(values, len(offsets)), _costly(indices, len(offsets))
+
+
+def _taken(ops: Ops, value: Any, best: Any, dtype: torch.dtype) -> Any:
+    """Whether a window cell replaces the running maximum: greater, or NaN (ATen's order)."""
+    take = ops.gt(value, best)
+    return ops.logical_or(take, ops.isnan(value)) if dtype.is_floating_point else take
+
+
+def _at_edge(
+    ops: Ops, lead: list[Expr], ih: Expr, iw: Expr, height: Expr, width: Expr
+) -> list[Expr]:
+    """The coordinates of window cell (ih, iw), clamped into the input plane."""
+    return [*lead, _clamped(ops, ih, height), _clamped(ops, iw, width)]
 
 
 def _clamped(ops: Ops, at: Expr, size: Expr) -> Expr:
@@ -201,7 +210,7 @@ def avg_pool2d(
                     total = ops.add(total, cast(ops, x.load(ops, coords), dtype, acc))
                     continue
                 valid = _inside(ops, ih, iw, height, width)
-                edge = [*lead, _clamped(ops, ih, height), _clamped(ops, iw, width)]
+                edge = _at_edge(ops, lead, ih, iw, height, width)
                 value = ops.where(valid, x.load(ops, edge), ops.constant(0.0, dtype))
                 total = ops.add(total, cast(ops, value, dtype, acc))
                 counted = _inside(ops, ih, iw, height + 2 * ph, width + 2 * pw, -ph, -pw)
