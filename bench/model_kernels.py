@@ -42,6 +42,8 @@ def _timed(totals: dict[str, float], name: str, fn: Callable[..., Any]) -> Calla
 
 def _captured(model: torch.nn.Module, inputs: dict[str, Any], kernels: str, train: bool) -> list[Any]:
     """(compiled graph, the arguments of its first call) for every graph one call compiles."""
+    from bench.models_judge import main_output
+
     seen: list[tuple[Any, tuple[Any, ...]]] = []
 
     def observe(graph: Any) -> None:
@@ -58,9 +60,7 @@ def _captured(model: torch.nn.Module, inputs: dict[str, Any], kernels: str, trai
         model, backend="polyduct", options={"kernels": kernels, "observer": observe}
     )
     if train:
-        out = compiled(**inputs)
-        logits = out[0] if isinstance(out, tuple) else getattr(out, "logits", out)
-        logits.float().sum().backward()
+        main_output(compiled(**inputs)).float().sum().backward()
     else:
         with torch.no_grad():
             compiled(**inputs)
