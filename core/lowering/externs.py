@@ -31,9 +31,11 @@ def extern_call(
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
     effect_only: bool = False,
+    layout: Layout | None = None,
 ) -> Any:
     """Lower `node` as a library call of aten `op`; returns its result value(s) (none when
-    `effect_only`: the call runs for its effect, whatever `node` returns)."""
+    `effect_only`: the call runs for its effect, whatever `node` returns). A tensor result is
+    held to `layout` where given, else to its fake tensor's."""
     views: list[tuple[str, StorageView]] = []
     fx_args = node.args if len(node.args) == len(args) else (None,) * len(args)
     metas = [_meta(f) for f in fx_args]
@@ -51,7 +53,7 @@ def extern_call(
     )
     result = graph.new_name("extern")
     if isinstance(val, torch.Tensor):
-        out = graph.add_buffer("extern", meta_layout(val), result)
+        out = graph.add_buffer("extern", layout or meta_layout(val), result)
         graph.nodes.append(
             ExternNode(
                 graph.new_name("node"), op, c_args, c_kwargs, result, (out,), False, tuple(views)

@@ -34,6 +34,12 @@ from polyduct.lowering.fx_nodes import (
     shared_alias_bases,
     written_back,
 )
+from polyduct.lowering.layouts import (
+    CONVOLUTION,
+    channels_last,
+    channels_last_convolution,
+    channels_last_plan,
+)
 from polyduct.lowering.output_views import eager_strided, overlapping_view, stored_like_input
 from polyduct.lowering.sizes import meta_layout, realize_like_eager, sym_expr
 from polyduct.overrides import OpOverride, Resolver
@@ -166,6 +172,7 @@ class GraphLowering:
         self.accelerator: torch.device | None = None
         self.moved: set[torch.fx.Node] = set()
         self.written_back: dict[torch.fx.Node, torch.Tensor] = {}
+        self.channels_last: frozenset[torch.fx.Node] = frozenset()  # see lowering.layouts
 
     def run(self, gm: torch.fx.GraphModule) -> IRGraph:
         self.module = gm
@@ -173,6 +180,7 @@ class GraphLowering:
         self.moved = moved_scalars(gm, self.accelerator)
         shared = shared_alias_bases(gm)
         self.written_back = written_back(gm)
+        self.channels_last = channels_last_plan(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
             if node in self.written_back:
@@ -204,7 +212,10 @@ class GraphLowering:
         """`value` computed into memory: with eager's strides where memory is what a reader
         gets (a library call, the graph's output: backward asserts saved tensors' strides),
         else row-major, the order its pointwise readers index it in (T5's position bias, a
-        permuted view read by every layer, was stored permuted and read through a transpose)."""
+        permuted view read by every layer, was stored permuted and read through a transpose);
+        channels-last where the layout plan says so (`polyduct.lowering.layouts`)."""
+        if node in self.channels_last and len(value.size) == 4:
+            return self.graph.realize(value, channels_last(value.size, value.dtype, value.device))
         if self._read_from_memory(node):
             return realize_like_eager(self.graph, value, self._stored_meta(node))
         return self.graph.realize(value)
@@ -356,6 +367,8 @@ class GraphLowering:
             return self._override(node, name, label, override)
         args = _convert(self._args(node.args))
         kwargs = _convert(self._args(node.kwargs))
+        if node.target is CONVOLUTION and node in self.channels_last and name not in self.lowerings:
+            return channels_last_convolution(self.graph, node, args, kwargs)
         return self._lower(node, name, args, kwargs, self.lowerings.get(name))
 
     def _lower(

@@ -13,6 +13,7 @@ import torch.fx
 from polyduct.indexing import contiguous_strides, linear_index, unflatten
 from polyduct.ir import Expr, Layout, Lazy, StorageView, TensorValue
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
+from polyduct.lowering.sizes import meta_layout
 from polyduct.lowering.values import Ops, unbroadcast
 
 Reindex = Callable[[Sequence[Expr]], list[Expr]]
@@ -307,7 +308,7 @@ def squeeze(ctx: LoweringContext, x: TensorValue, *args: Any) -> TensorValue:
 def as_strided(
     ctx: LoweringContext, x: TensorValue, size: Any, stride: Sequence[Any], offset: Any = None
 ) -> TensorValue:
-    base = x if isinstance(x, StorageView) else _realized_dense(ctx, x)
+    base = x if isinstance(x, StorageView) and _held_as_eager(ctx, x) else _realized_dense(ctx, x)
     new_size = ctx.out_size()
     new_off = base.layout.offset if offset is None else sympy.sympify(offset)
     return StorageView(
@@ -342,6 +343,19 @@ def _unit_layout(x: TensorValue, size: Sequence[Expr]) -> Layout | None:
     return _with(x, size, [sympy.Integer(1)] * len(size), x.layout.offset)
 
 
+def _held_as_eager(ctx: LoweringContext, x: StorageView) -> bool:
+    """Whether `x` is memory laid out as eager's argument is (as_strided addresses that
+    storage): a graph input or a library call's result is; a value a kernel of ours stored
+    with other strides (channels-last for a convolution, say) is not."""
+    arg = ctx.node.args[0]
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    if not isinstance(val, torch.Tensor) or val.dim() != len(x.size):
+        return True
+    eager = meta_layout(val)
+    pairs = zip(x.size, x.layout.stride, eager.stride, strict=True)
+    return x.layout.offset == eager.offset and all(n == 1 or a == b for n, a, b in pairs)
+
+
 def _realized_dense(ctx: LoweringContext, x: TensorValue) -> StorageView:
     """A lazy value computed into a buffer laid out as eager's (contiguous, offset 0) tensor, so
     as_strided addresses the same storage elements; any other eager layout falls back."""
@@ -354,7 +368,7 @@ def _realized_dense(ctx: LoweringContext, x: TensorValue) -> StorageView:
         or val.storage_offset() != 0
     ):
         raise Fallback("as_strided of a computed value that eager does not hold contiguously")
-    return ctx.graph.realize(x)
+    return ctx.graph.realize(x.reread() if isinstance(x, StorageView) else x)
 
 
 def flip(ctx: LoweringContext, x: TensorValue, dims: Sequence[int]) -> TensorValue:
