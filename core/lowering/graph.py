@@ -25,6 +25,7 @@ from polyduct.errors import LoweringError
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
+from polyduct.lowering import layouts
 from polyduct.lowering.devices import accelerator, library_only_dtype, moved_scalars
 from polyduct.lowering.externs import extern_call, transfer
 from polyduct.lowering.fx_nodes import (
@@ -34,14 +35,8 @@ from polyduct.lowering.fx_nodes import (
     shared_alias_bases,
     written_back,
 )
-from polyduct.lowering.layouts import (
-    CONVOLUTION,
-    channels_last,
-    channels_last_convolution,
-    channels_last_plan,
-)
 from polyduct.lowering.output_views import eager_strided, overlapping_view, stored_like_input
-from polyduct.lowering.sizes import meta_layout, realize_like_eager, sym_expr
+from polyduct.lowering.sizes import meta_layout, realize_like_eager, size_value, sym_expr
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
 
@@ -180,7 +175,7 @@ class GraphLowering:
         self.moved = moved_scalars(gm, self.accelerator)
         shared = shared_alias_bases(gm)
         self.written_back = written_back(gm)
-        self.channels_last = channels_last_plan(gm)
+        self.channels_last = layouts.channels_last_plan(gm)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
             if node in self.written_back:
@@ -215,7 +210,7 @@ class GraphLowering:
         permuted view read by every layer, was stored permuted and read through a transpose);
         channels-last where the layout plan says so (`polyduct.lowering.layouts`)."""
         if node in self.channels_last and len(value.size) == 4:
-            return self.graph.realize(value, channels_last(value.size, value.dtype, value.device))
+            return self.graph.realize(value, layouts.channels_last(value.size, value.dtype, value.device))
         if self._read_from_memory(node):
             return realize_like_eager(self.graph, value, self._stored_meta(node))
         return self.graph.realize(value)
@@ -307,7 +302,7 @@ class GraphLowering:
         if node.target is operator.getitem:
             seq, index = self._args(node.args)
             return seq[index]
-        size = _size_value(node)
+        size = size_value(node)
         if size is not None:  # size arithmetic (sym_size, operator.sub, ...): known symbolically
             return size
         if mutates(node):
@@ -367,8 +362,9 @@ class GraphLowering:
             return self._override(node, name, label, override)
         args = _convert(self._args(node.args))
         kwargs = _convert(self._args(node.kwargs))
-        if node.target is CONVOLUTION and node in self.channels_last and name not in self.lowerings:
-            return channels_last_convolution(self.graph, node, args, kwargs)
+        convolution = node.target is layouts.CONVOLUTION and name not in self.lowerings
+        if convolution and node in self.channels_last:
+            return layouts.channels_last_convolution(self.graph, node, args, kwargs)
         return self._lower(node, name, args, kwargs, self.lowerings.get(name))
 
     def _lower(
@@ -478,19 +474,6 @@ def _tag_lazy(value: Any, op: str) -> Any:
     return value
 
 
-def _size_value(node: torch.fx.Node) -> sympy.Expr | None:
-    """The sympy value of a node computing a size from the graph's size symbols, else None.
-
-    Only for backed symbols (`s0`, ...), which the Wrapper IR defines from the inputs; a
-    data-dependent (unbacked) size is left to the node's lowering or extern call.
-    """
-    val = node.meta.get("val")
-    if not isinstance(val, (torch.SymInt, torch.SymFloat)):
-        return None
-    expr = sym_expr(val)
-    if all(str(s).startswith("s") for s in expr.free_symbols):
-        return expr
-    return None
 
 
 def _convert(tree: Any) -> Any:

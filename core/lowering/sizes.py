@@ -220,3 +220,17 @@ def _unit_strides_like_eager(view: StorageView, meta: Any) -> StorageView:
     if stride == lay.stride:
         return view
     return StorageView(view.buffer, dataclasses.replace(lay, stride=stride))
+
+def size_value(node: torch.fx.Node) -> sympy.Expr | None:
+    """The sympy value of a node computing a size from the graph's size symbols, else None.
+
+    Only for backed symbols (`s0`, ...), which the Wrapper IR defines from the inputs; a
+    data-dependent (unbacked) size is left to the node's lowering or extern call.
+    """
+    val = node.meta.get("val")
+    if not isinstance(val, (torch.SymInt, torch.SymFloat)):
+        return None
+    expr = sym_expr(val)
+    if all(str(s).startswith("s") for s in expr.free_symbols):
+        return expr
+    return None
