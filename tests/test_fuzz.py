@@ -43,6 +43,27 @@ def test_generation_is_reproducible() -> None:
     assert all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(a, b, strict=True))
 
 
+def test_second_call_indexes_the_second_shapes() -> None:
+    """A dynamic program's index inputs address the sizes of the call they are drawn for: the
+    second call, at larger sizes, also reaches the elements past the first call's sizes."""
+    specs = [
+        s
+        for p in (generate(11, i, FUZZ_DTYPES) for i in range(300))
+        if p.has_alt()
+        for s in p.inputs
+        if s.values == "index" and s.alt_high is not None and 0 not in s.shape
+    ]
+    assert specs, "no dynamic program indexes a dim that grows"
+    for spec in specs:
+        assert spec.alt_high > spec.high
+        program = Program((spec,), (Stmt("v0", f"{spec.name} + 0"),), ("v0",), "dynamic")
+        (first,), (second,) = (make_inputs(program, seed=3, alt=alt) for alt in (False, True))
+        assert int(first.max()) < spec.high and int(second.max()) < spec.alt_high
+        assert int(first.min()) >= spec.low and int(second.min()) >= -spec.alt_high
+    reach = [make_inputs(Program((s,), (), ()), 0, alt=True)[0] for s in specs]
+    assert any(int(t.max()) >= s.high for t, s in zip(reach, specs, strict=True))
+
+
 def test_no_program_converts_a_raw_float_to_an_integer() -> None:
     # Float to integer is undefined in C for NaN, inf and out-of-range values, and eager's answer
     # is the platform's: `int_tensor.copy_(float_tensor)` was generated unsanitised (seed 9001,

@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import torch
 
-from polyduct.fuzz.program import InputSpec, shadow_input
+from polyduct.fuzz.program import InputSpec, evaluate, shadow_input
 
 MAX_NUMEL = 2048
 T = TypeVar("T")
@@ -83,6 +83,8 @@ class Gen:
     pool: list[Val] = field(default_factory=list)
     inputs: list[InputSpec] = field(default_factory=list)
     indices: dict[str, torch.Tensor] = field(default_factory=dict)  # index inputs, not in pool
+    # every value at the second call's shapes (None where the statement does not fit them)
+    alt: dict[str, torch.Tensor | None] = field(default_factory=dict)
 
     def env(self) -> dict[str, torch.Tensor]:
         """Every name a statement may read, bound to its stand-in value."""
@@ -140,21 +142,39 @@ class Gen:
                          alt_shape=alt, grad=grad)
         return self._add_input(spec)
 
-    def index_input(self, shape: tuple[int, ...], high: int, low: int = 0,
+    def index_input(self, shape: tuple[int, ...], of: Val, d: int, negative: bool = False,
                     perm_dim: int | None = None) -> str:
-        """A fixed-shape int64 index input with values in [low, high) (distinct along perm_dim)."""
+        """A fixed-shape int64 index input into dim `d` of `of`: values in [0, size) (from
+        -size with `negative`), distinct along perm_dim. The second call of a dynamic program
+        draws them from the size `d` has there."""
+        high = of.shape[d]
+        alt = self.alt.get(of.name)
+        alt_high = alt.shape[d] if alt is not None else None
+        if perm_dim is not None and alt_high is not None and alt_high < shape[perm_dim]:
+            alt_high = None  # too few to be distinct: the first call's values serve
         values = "index" if perm_dim is None else "perm"
-        spec = InputSpec(f"i{len(self.inputs)}", shape, torch.int64, values, high=high, low=low,
-                         dim=perm_dim or 0)
+        spec = InputSpec(f"i{len(self.inputs)}", shape, torch.int64, values, high=high,
+                         low=-high if negative else 0, dim=perm_dim or 0,
+                         alt_high=None if alt_high == high else alt_high)
         self.inputs.append(spec)
-        self.indices[spec.name] = shadow_input(spec)
+        self.indices[spec.name], self.alt[spec.name] = shadow_input(spec), shadow_input(spec)
         return spec.name
 
     def _add_input(self, spec: InputSpec) -> Val:
         self.inputs.append(spec)
         val = Val(spec.name, shadow_input(spec), True, spec.name, is_input=True)
         self.pool.append(val)
+        self.alt[spec.name] = shadow_input(replace(spec, shape=spec.alt_shape or spec.shape))
         return val
+
+    def alt_value(self, expr: str) -> torch.Tensor | None:
+        """`expr` evaluated at the second call's shapes; None where it does not fit them."""
+        env = {name: v for name, v in self.alt.items() if v is not None}
+        try:
+            out = evaluate(expr, env)
+        except Exception:  # noqa: BLE001 -- a constant fits the first shapes only
+            return None
+        return out if isinstance(out, torch.Tensor) else None
 
     def base_of(self, meta: torch.Tensor) -> str | None:
         """The storage owner of `meta` among pool values (None: fresh storage)."""

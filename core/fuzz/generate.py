@@ -54,6 +54,9 @@ def _add(g: Gen, stmts: list[Stmt], emit: Emit, known: bool) -> None:
     if base is not None and "inplace" in emit.tags and not exact:
         g.mark_inexact(base)
     g.pool.append(Val(out, result, exact, base or out))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g.alt[out] = g.alt_value(emit.expr)
     stmts.append(Stmt(out, emit.expr, emit.tags))
 
 

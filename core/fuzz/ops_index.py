@@ -25,7 +25,7 @@ def _sub_shape(g: Gen, x: Val, d: int) -> tuple[int, ...]:
 
 
 def _gather(g: Gen, x: Val, d: int, form: str) -> Emit | None:
-    idx = g.index_input(_sub_shape(g, x, d), x.shape[d])
+    idx = g.index_input(_sub_shape(g, x, d), x, d)
     if form == "gather":
         return Emit(f"torch.gather({x.name}, {d}, {idx})", x.exact)
     return Emit(f"torch.take_along_dim({x.name}, {idx}, dim={d})", x.exact)
@@ -34,10 +34,10 @@ def _gather(g: Gen, x: Val, d: int, form: str) -> Emit | None:
 def _scatter(g: Gen, x: Val, d: int, form: str) -> Emit:
     shape = tuple(g.rng.randint(0, s) for s in x.shape)
     if form == "scatter":
-        idx = g.index_input(shape, x.shape[d], perm_dim=d)
+        idx = g.index_input(shape, x, d, perm_dim=d)
         src = f"{x.name}.flip({d})" if g.chance(0.6) else str(g.choice((2, -1)))
         return Emit(f"torch.scatter({x.name}, {d}, {idx}, {src})", x.exact)
-    idx = g.index_input(shape, x.shape[d])
+    idx = g.index_input(shape, x, d)
     if form == "scatter_add":
         return Emit(f"torch.scatter_add({x.name}, {d}, {idx}, {x.name} * 2)",
                     None if x.exact else False)
@@ -51,19 +51,19 @@ def _put(g: Gen, x: Val, d: int, form: str) -> Emit | None:
     size = x.shape[d]
     n = g.rng.randint(1, size)
     if form == "index_select":
-        return Emit(f"torch.index_select({x.name}, {d}, {g.index_input((n,), size)})", x.exact)
+        return Emit(f"torch.index_select({x.name}, {d}, {g.index_input((n,), x, d)})", x.exact)
     if form == "advanced":
-        idx = g.index_input((n,), size, low=-size)
+        idx = g.index_input((n,), x, d, negative=True)
         return Emit(f"{x.name}[{':, ' * d}{idx}]", x.exact)
     if form == "index_add":
-        idx = g.index_input((n,), size)
+        idx = g.index_input((n,), x, d)
         # torch's own decomposition of a bool index_add with alpha adds a long (aot_eager fails)
         alpha = "" if x.meta.dtype == torch.bool else ", alpha=2"
         return Emit(f"torch.index_add({x.name}, {d}, {idx}, {x.name}.narrow({d}, 0, {n})"
                     f"{alpha})", None if x.exact else False)
     accumulate = g.chance(0.4)
     n = g.rng.randint(1, x.shape[0])
-    idx = g.index_input((n,), x.shape[0], perm_dim=None if accumulate else 0)
+    idx = g.index_input((n,), x, 0, perm_dim=None if accumulate else 0)
     values = f"{x.name}[:{n}].flip(0)" if g.chance(0.6) else f"{x.name}.new_tensor(3)"
     return Emit(f"{x.name}.index_put(({idx},), {values}, accumulate={accumulate})",
                 (None if x.exact else False) if accumulate else x.exact)
@@ -88,7 +88,7 @@ def indexing(g: Gen) -> Emit | None:
         w = g.pick(lambda v: v.rank == 2 and v.is_float() and v.shape[0] > 0)
         if w is None:
             return None
-        idx = g.index_input(tuple(x.shape[:2]), w.shape[0])
+        idx = g.index_input(tuple(x.shape[:2]), w, 0)
         return Emit(f"torch.nn.functional.embedding({idx}, {w.name})", w.exact)
     return _put(g, x, d, form)
 
@@ -142,7 +142,7 @@ def inplace(g: Gen) -> Emit | None:
         return Emit(f"{t.name}.{unary}", t.exact, tags)
     if form == 4 and t.rank and 0 not in t.shape:
         n = g.rng.randint(1, t.shape[0])
-        idx = g.index_input((n,), t.shape[0], perm_dim=0)
+        idx = g.index_input((n,), t, 0, perm_dim=0)
         return Emit(f"{t.name}.index_put_(({idx},), {t.name}.new_tensor(5))", t.exact, tags)
     value = str(g.choice(("1", "-3", "0"))) if not t.is_float() else "float('-inf')"
     return Emit(f"{t.name}.fill_({value})", t.exact, tags)

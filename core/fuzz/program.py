@@ -24,6 +24,7 @@ class InputSpec:
     `layout`: `contiguous`, `transposed` (a permuted view), `strided` (every other element of a
     larger buffer) or `offset` (a view starting one element into its storage).
     `alt_shape`: the shape of the second call (dynamic shapes), or None for one call only.
+    `alt_high`: `high` in the second call (the indexed dim's size there), or None for `high`.
     """
 
     name: str
@@ -36,6 +37,7 @@ class InputSpec:
     layout: str = "contiguous"
     alt_shape: tuple[int, ...] | None = None
     grad: bool = False
+    alt_high: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +151,9 @@ def make_inputs(
     out = []
     for spec in program.inputs:
         shape = spec.alt_shape if alt and spec.alt_shape is not None else spec.shape
+        if alt and spec.alt_high is not None:
+            low = -spec.alt_high if spec.low < 0 else spec.low
+            spec = replace(spec, high=spec.alt_high, low=low)
         t = _laid_out(_values(spec, shape, gen), spec.layout)
         if device != "cpu":
             t = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device).copy_(t)
