@@ -13,10 +13,12 @@ path), described by `HalideBuffer` below (the layout of `halide_buffer_t` in Hal
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Final
 
@@ -187,7 +189,7 @@ def runtime(target: hl.Target) -> Runtime:
             path.unlink()
 
     entry = default_cache().entry(
-        "halide-runtime", {"halide": _halide_version(), "target": key, **_glue(base)}, build
+        "halide-runtime", {"halide": halide_version(), "target": key, **_glue(base)}, build
     )
     _RUNTIMES[key] = Runtime(entry / _RUNTIME, base.has_gpu_feature())
     return _RUNTIMES[key]
@@ -213,10 +215,18 @@ def _glue(target: hl.Target) -> dict[str, str]:
     return {"glue": cuda.GLUE} if target.has_gpu_feature() else {}
 
 
-def _halide_version() -> str:
-    from importlib.metadata import version
-
-    return version("halide")
+# memo of a fact about the installed Halide (a stat at most): not process state
+@functools.cache
+def halide_version() -> str:
+    """Halide's version, for cache keys: its distribution's, else (a Halide built from source
+    and put on the path, with no package metadata) the name, size and modification time of its
+    extension modules, so a rebuilt Halide still misses the cache."""
+    try:
+        return version("halide")
+    except PackageNotFoundError:
+        found = sorted(Path(hl.__file__).parent.glob("*.so"))
+        stats = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in found]
+        return "unpackaged " + " ".join(f"{n}:{size}:{mtime}" for n, size, mtime in stats)
 
 
 def load_function(directory: Path, fn_name: str) -> Any:

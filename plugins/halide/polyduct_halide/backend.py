@@ -8,7 +8,6 @@ import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar, Final
@@ -140,7 +139,7 @@ class HalideBackend(KernelBackend):
         (with its cuda_capability) and the device."""
         return {
             "source": source.source,
-            "halide": version("halide"),
+            "halide": aot.halide_version(),
             "polyduct_halide": polyduct_halide.__version__,
             "modules": _modules_digest(),
             "target": str(target),

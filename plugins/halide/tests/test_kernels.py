@@ -289,3 +289,29 @@ def test_autoscheduled_small_reduction_falls_back_to_the_default_schedule(schedu
     # The autoschedulers tile for 1024-element estimates; Halide refuses these 4-element buffers
     # at entry (nothing written yet) and the kernel reruns with the default schedule.
     test_reduction_types_with_nan_and_ties("sum", schedule)
+
+
+def test_halide_without_package_metadata_compiles(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Halide built from source and put on the path has no distribution metadata: kernels
+    still compile (every compile raised PackageNotFoundError), keyed by its extension modules."""
+    from importlib.metadata import PackageNotFoundError
+
+    from polyduct_halide import aot
+
+    def missing(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(aot, "version", missing)
+    aot.halide_version.cache_clear()
+    try:
+        assert aot.halide_version().startswith("unpackaged halide_")
+        for options in (None, HalideOptions(aot=False)):
+            with state.isolated():
+                a, out = torch.randn(64), torch.empty(64)
+                run(_unary_spec("unpackaged"), a, out, options=options)
+                torch.testing.assert_close(out, torch.exp(a) + 1)
+    finally:
+        aot.halide_version.cache_clear()
