@@ -474,8 +474,6 @@ def _tag_lazy(value: Any, op: str) -> Any:
     return value
 
 
-
-
 def _convert(tree: Any) -> Any:
     if isinstance(tree, (list, tuple)):
         return type(tree)([_convert(v) for v in tree])
