@@ -172,10 +172,13 @@ def _stage(out: IndentedBuffer, spec: KernelSpec, stage: StageTrace, number: int
         )
         vector = string_literal(red.vector)
         out.line(f"SCHED.extend(('func', f, {vector}) for f in {red.name})")
+    empty = any(r == 0 for r in spec.reduction_ranges)  # sizes 0 and 1 are never symbolic
     for col in stage.collectives:
         _function(out, f"_{col.name}", sig, col.lines, f"({', '.join(col.values)},)")
         at = f"_{col.name}(*xv, *_rt.unflatten(pv, RR))"
-        if col.kind == "scan":
+        if empty:
+            out.line(f"{col.name} = _rt.unread({string_literal(col.name)}, xv, pv, {at})")
+        elif col.kind == "scan":
             _function(
                 out,
                 f"_{col.name}_combine",

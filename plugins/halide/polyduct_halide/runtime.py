@@ -139,6 +139,16 @@ def reduction(
     return [*results, *funcs]
 
 
+def unread(name: str, xv: list[hl.Var], pv: hl.Var, values: Values) -> hl.Func:
+    """A scan or sort over no elements: no iteration reads it, and nothing computes it. (A scan
+    of its own computes one element: its source's region is the union of two empty ones, the
+    pure definition's and the update's, which Halide widens to one point; that read an empty
+    view's offset past the end of its buffer, halide seed 10503 program 1237.)"""
+    func = hl.Func(name)
+    func[[*xv, pv]] = tup(values)
+    return func
+
+
 def scan(
     name: str,
     xv: list[hl.Var],

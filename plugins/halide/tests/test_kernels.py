@@ -315,3 +315,25 @@ def test_halide_without_package_metadata_compiles(
                 torch.testing.assert_close(out, torch.exp(a) + 1)
     finally:
         aot.halide_version.cache_clear()
+
+
+def test_scan_over_an_empty_view_past_its_buffer_reads_nothing() -> None:
+    """cummax and var_mean of an empty view whose offset lies past its buffer's end (a slice at
+    the end of a transposed row): the scan's source was computed at one point, Halide's union
+    of two empty regions, and read past the buffer (halide seed 10503, program 1237)."""
+
+    def scanned(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = a0.select(0, 3).narrow(0, 7, 0)
+        return torch.var_mean(v, correction=0)[1], torch.cummax(v, -1)[0]
+
+    def sorted_(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        v = a0[:, 7:]
+        return v.sort(1)[0], v.sum(1)
+
+    a = torch.randn(7, 7).t()
+    for fn in (scanned, sorted_):
+        torch._dynamo.reset()
+        got = torch.compile(fn, backend="polyduct", options={"kernels": "halide"})(a)
+        for g, w in zip(got, fn(a), strict=True):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g, w, equal_nan=True)
