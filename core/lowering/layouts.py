@@ -27,7 +27,7 @@ import torch.fx
 from polyduct.ir import IRGraph, Layout, Lazy, StorageView
 from polyduct.lowering.externs import extern_call
 from polyduct.lowering.fx_nodes import reads_through
-from polyduct.lowering.sizes import sym_expr
+from polyduct.lowering.sizes import hint, meta_layout, sym_expr
 
 CONVOLUTION = torch.ops.aten.convolution.default
 _DTYPES = (torch.float32, torch.bfloat16)
@@ -77,7 +77,7 @@ def _pays(convolutions: set[torch.fx.Node]) -> bool:
     for node in convolutions:
         source, weight, out = (_val(a) for a in (node.args[0], node.args[1], node))
         activations += _numel(source) + _numel(out)
-        if not _channels_last_strided(weight):
+        if not is_channels_last(meta_layout(weight)):  # 1x1 and depthwise weights are
             copied += _numel(weight)
     return copied <= WEIGHT_COPY_SHARE * activations
 
@@ -95,8 +95,8 @@ def _channels_last_convolution(node: torch.fx.Node, returned: set[torch.fx.Node]
         and val.dtype in _DTYPES
         and val.dim() == 4
         and not transposed
-        and _hint(val.shape[1]) != 1
-        and _hint(out.shape[1]) != 1
+        and hint(val.shape[1]) != 1
+        and hint(out.shape[1]) != 1
         and source not in returned
         # a graph input is handed over as it is: copying a 3-channel image channels-last costs
         # more than the first convolution saves (a 4x4 patch embedding of 32x32: 88 us as it
@@ -150,32 +150,13 @@ def _val(node: Any) -> torch.Tensor:
 def _numel(val: torch.Tensor) -> int:
     total = 1
     for n in val.shape:
-        total *= _hint(n) or 1
+        total *= hint(n) or 1
     return total
 
 
-def _channels_last_strided(val: torch.Tensor) -> bool:
-    """Whether a 4-d tensor's memory is already channels-last (a 1x1 or depthwise weight is)."""
-    hints = [_hint(n) for n in (*val.shape, *val.stride())]
-    known = [h for h in hints if h is not None]
-    if len(known) != 8:
-        return False
-    size, stride = known[:4], known[4:]
-    c, h, w = size[1:]
-    want = (h * w * c, 1, w * c, c)
-    return all(k == 1 or a == b for k, a, b in zip(size, stride, want, strict=True))
-
-
-def _hint(value: Any) -> int | None:
-    if isinstance(value, torch.SymInt):
-        hint = value.node.hint
-        return None if hint is None else int(hint)
-    return int(value)
-
-
-def channels_last(layout_size: Sequence[sympy.Expr], dtype: torch.dtype, device: str) -> Layout:
+def channels_last(size: Sequence[sympy.Expr], dtype: torch.dtype, device: str) -> Layout:
     """A fresh channels-last layout of a 4-d size (N, C, H, W): strides (HWC, 1, WC, C)."""
-    n, c, h, w = (sympy.sympify(s) for s in layout_size)
+    n, c, h, w = (sympy.sympify(s) for s in size)
     stride = (h * w * c, sympy.Integer(1), w * c, c)
     return Layout((n, c, h, w), stride, sympy.Integer(0), dtype, device)
 

@@ -221,6 +221,7 @@ def _unit_strides_like_eager(view: StorageView, meta: Any) -> StorageView:
         return view
     return StorageView(view.buffer, dataclasses.replace(lay, stride=stride))
 
+
 def size_value(node: torch.fx.Node) -> sympy.Expr | None:
     """The sympy value of a node computing a size from the graph's size symbols, else None.
 
