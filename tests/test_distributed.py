@@ -43,3 +43,4 @@ def test_gradients_and_steps_equal_eager(mode: str, cache_dir: Path) -> None:
     outputs = [rank.communicate(timeout=120)[0] for rank in ranks]
     for rank, (proc, out) in enumerate(zip(ranks, outputs, strict=True)):
         assert proc.returncode == 0, f"{mode} rank {rank} failed:\n{out[-4000:]}"
+        assert f"{mode} rank {rank}: " in out, f"{mode} rank {rank} stopped early:\n{out[-4000:]}"
