@@ -108,7 +108,12 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
             _pointwise(out, states, ndim, options, inner)
         elif by_columns:
             tail = row_loop(emitter, states, ndim, options)
-            columns(out, emitter, states, options, tail)
+            rdim, lanes = len(spec.reduction_ranges), emitter.lanes
+
+            def stage(loop: IndentedBuffer, state: StageState) -> None:
+                _STAGES[state.kind](loop, state, rdim, lanes, options)
+
+            columns(out, emitter, states, options, tail, stage)
         else:
             _rows(out, spec, options, emitter, states)
     out.line("}")

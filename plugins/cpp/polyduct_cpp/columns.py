@@ -1,19 +1,21 @@
 """Column reductions: a reduction whose loads are contiguous across outputs and strided along the
-reduction (`x.sum(0)` of a row-major matrix, a bias gradient) runs with one SIMD lane per output.
+reduction (`x.sum(0)` of a row-major matrix, a bias gradient, a LayerNorm over the channels of an
+NCHW tensor seen as NHWC) runs with one SIMD lane per output.
 
 The row loop would read one element per row step, which GCC runs scalar. Here a block of `lanes`
-adjacent outputs is reduced together: for each reduction index, one vector load covers the block,
-and lane l accumulates output pd_xc + l, its values in order (a Welford or argmax lane sees its
-column as a scalar loop would; totals are merged every CHUNK steps, for accuracy). After the
-reduction each lane's state is moved into lane 0 of its own accumulator and finished, and the
-kernel's later (outer) stages run for that output. Outputs past the last whole block take the
-row loop.
+outputs adjacent along the last outer dim is reduced together: for each reduction index, one
+vector load covers the block, and lane l accumulates output x<last> = pd_xc + l, its values in
+order (a Welford or argmax lane sees its column as a scalar loop would; totals are merged every
+CHUNK steps, for accuracy). After the reduction each lane's state is moved into lane 0 of its own
+accumulator and finished, and the kernel's later stages (outer, or inner: a LayerNorm's
+normalisation pass) run for that output as the row loop runs them. Outputs past the last whole
+block of each row of the last dim take the row loop.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 
@@ -28,19 +30,19 @@ from polyduct_cpp.options import CppOptions
 def column_reduction(
     spec: KernelSpec, loads: Sequence[sympy.Expr], states: Sequence[StageState], lanes: int
 ) -> bool:
-    """Whether `spec` is a one-dimensional reduction, a reduce stage then outer stages only,
-    whose loads step along the reduction with a stride more often than along the outputs."""
-    if len(spec.ranges) != 1 or not spec.reduction_ranges or not states:
+    """Whether `spec` is a reduction, reduce stages then outer and inner stages only, whose
+    loads step along the reduction with a stride more often than along the last outer dim."""
+    if not spec.ranges or not spec.reduction_ranges or not states:
         return False
     reduces = _leading_reduces(states)
-    if not reduces or any(s.kind != "outer" for s in states[len(reduces) :]):
+    if not reduces or any(s.kind not in ("outer", "inner") for s in states[len(reduces) :]):
         return False
     if any("pd_check_index" in s.hoisted.getvalue() for s in reduces):  # checked once per row
         return False
-    extent = spec.ranges[0]
+    extent = spec.ranges[-1]
     if extent.is_Integer and int(extent) < lanes:
         return False
-    (x,) = index_vars("x", 1)
+    x = index_vars("x", len(spec.ranges))[-1]
     r = index_vars("r", len(spec.reduction_ranges))[-1]
     return sum(strided(e, r) for e in loads) > sum(strided(e, x) for e in loads)
 
@@ -71,8 +73,8 @@ def _leading_reduces(states: Sequence[StageState]) -> list[StageState]:
 
 def column_lanes(spec: KernelSpec, simd_lanes: int) -> int:
     """Outputs per block: four SIMD registers' worth (a row step then reads whole cache lines
-    several at a time), fewer when the outputs are fewer, at most 64."""
-    extent = spec.ranges[0]
+    several at a time), fewer when the last outer dim is shorter, at most 64."""
+    extent = spec.ranges[-1]
     lanes = min(64, 4 * simd_lanes)
     while extent.is_Integer and lanes > simd_lanes and int(extent) < lanes:
         lanes //= 2
@@ -85,17 +87,25 @@ def columns(
     states: list[StageState],
     options: CppOptions,
     tail: IndentedBuffer,
+    stage: Callable[[IndentedBuffer, StageState], None],
 ) -> None:
-    """Blocks of `lanes` outputs across threads, then the remaining outputs through `tail` (the
-    row loop over [pd_lo, pd_hi))."""
+    """Blocks of `lanes` outputs along the last outer dim across threads, then the rest of each
+    row of that dim through `tail` (the row loop over flat outputs [pd_lo, pd_hi)). `stage`
+    emits one later stage for one output, as the row loop does."""
     lanes = emitter.lanes
+    last = len(emitter.spec.ranges) - 1
     reduces = _leading_reduces(states)
-    later = states[len(reduces) :]
-    out.line(f"const int64_t pd_xmain = pd_xnumel - pd_xnumel % {lanes};")
+    rows = " * ".join(f"pd_n{i}" for i in range(last)) or "1"
+    out.line(f"const int64_t pd_rows = {rows};  // points of the outer dims before the last")
+    out.line(f"const int64_t pd_xmain = pd_n{last} - pd_n{last} % {lanes};")
+    out.line(f"const int64_t pd_blocks = pd_xmain / {lanes};  // per row")
     loop = IndentedBuffer()
     loop.line("for (int64_t pd_xb = pd_lo; pd_xb < pd_hi; ++pd_xb) {")
     with loop.indent():
-        loop.line(f"const int64_t pd_xc = pd_xb * {lanes};")
+        if last:
+            loop.line("const int64_t pd_xo = pd_xb / pd_blocks;")
+            decompose(loop, "pd_xo", "x", "pd_n", last)
+        loop.line(f"const int64_t pd_xc = pd_xb % pd_blocks * {lanes};")
         for reduce in reduces:
             for ctype, acc in reduce.accs:
                 loop.line(f"{ctype} {acc}_all;")
@@ -104,36 +114,41 @@ def columns(
             for reduce in reduces:
                 loop.line("{")
                 with loop.indent():
-                    _chunk(loop, emitter, reduce, lanes)
+                    _chunk(loop, emitter, reduce, lanes, last)
                 loop.line("}")
         loop.line("}")
         loop.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with loop.indent():
-            loop.line("const int64_t x0 = pd_xc + pd_l;")
+            loop.line(f"const int64_t x{last} = pd_xc + pd_l;")
             loop.lines(emitter.local_declarations())
             for reduce in reduces:
                 loop.line("{")
                 with loop.indent():
                     _lane_results(loop, reduce, lanes)
                 loop.line("}")
-            for state in later:
+            for state in states[len(reduces) :]:
                 loop.line("{")
                 with loop.indent():
-                    emit_lines(loop, state.body.getvalue())
+                    stage(loop, state)
                 loop.line("}")
         loop.line("}")
     loop.line("}")
     out.line("{")
     with out.indent():
-        split(out, options, f"pd_xmain / {lanes}", "pd_xmain * pd_rnumel", loop)
+        split(out, options, "pd_rows * pd_blocks", "pd_rows * pd_xmain * pd_rnumel", loop)
     out.line("}")
-    out.line("if (pd_xmain < pd_xnumel) {")
+    out.line(f"if (pd_xmain < pd_n{last}) {{")
     with out.indent():
-        out.line("auto pd_run = [&](const int64_t pd_lo, const int64_t pd_hi) {")
+        out.line("auto pd_tail = [&](const int64_t pd_lo, const int64_t pd_hi) {")
         with out.indent():
             emit_lines(out, tail.getvalue())
         out.line("};")
-        out.line("pd_run(pd_xmain, pd_xnumel);")
+        ends = IndentedBuffer()
+        ends.line("for (int64_t pd_xo = pd_lo; pd_xo < pd_hi; ++pd_xo) {")
+        ends.line(f"    pd_tail(pd_xo * pd_n{last} + pd_xmain, (pd_xo + 1) * pd_n{last});")
+        ends.line("}")
+        work = f"pd_rows * (pd_n{last} - pd_xmain) * pd_rnumel"
+        split(out, options, "pd_rows", work, ends)
     out.line("}")
 
 
@@ -142,7 +157,9 @@ CHUNK = 256
 values is summed in chunks, so rounding error grows with n / CHUNK + CHUNK, not n."""
 
 
-def _chunk(out: IndentedBuffer, emitter: Emitter, reduce: StageState, lanes: int) -> None:
+def _chunk(
+    out: IndentedBuffer, emitter: Emitter, reduce: StageState, lanes: int, last: int
+) -> None:
     """Reduce steps [pd_rc, pd_rc + CHUNK) of the block into fresh accumulators, then merge
     them lane by lane into the block's totals (`<acc>_all`)."""
     for ctype, acc in reduce.accs:
@@ -156,7 +173,7 @@ def _chunk(out: IndentedBuffer, emitter: Emitter, reduce: StageState, lanes: int
         out.line("" if reduce.no_simd else "#pragma omp simd")
         out.line(f"for (int64_t pd_l = 0; pd_l < {lanes}; ++pd_l) {{")
         with out.indent():
-            out.line("const int64_t x0 = pd_xc + pd_l;")
+            out.line(f"const int64_t x{last} = pd_xc + pd_l;")
             emit_lines(out, reduce.hoisted.getvalue())  # per output: every lane is one
             emit_lines(out, reduce.body.getvalue())
         out.line("}")

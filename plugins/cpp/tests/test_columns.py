@@ -112,3 +112,39 @@ def test_long_columns_keep_eager_accuracy() -> None:
     err = (compiled(x).double() - exact).abs().max().item()
     eager_err = (x.sum(0).double() - exact).abs().max().item()
     assert err <= max(4 * eager_err, 1e-3), (err, eager_err)
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["tokens", "channels_last"],  # Swin's patch embedding; ConvNeXt's permute before its norm
+)
+@pytest.mark.parametrize("hw", [(16, 16), (5, 19)])  # 19: a partial last block in every row
+def test_layer_norm_over_nchw_channels_runs_by_columns(layout: str, hw: tuple[int, int]) -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 40, *hw, generator=g)
+    x[0, :, 1, 2] = NAN  # one position's channels: its whole output row is NaN
+    x[1, 3, 0, 0], x[2, :, 2, 3] = INF, -0.0
+    x[2, :, 4, 1] = 7.0  # constant channels: variance 0
+    w, b = torch.randn(40, generator=g), torch.randn(40, generator=g)
+
+    def fn(t: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        v = t.flatten(2).transpose(1, 2) if layout == "tokens" else t.permute(0, 2, 3, 1)
+        return torch.nn.functional.layer_norm(v, (t.shape[1],), w, b)
+
+    compiled, graphs = _compiled(fn)
+    torch.testing.assert_close(compiled(x, w, b), fn(x, w, b), rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert _by_columns(graphs)
+
+
+def test_reduction_over_a_middle_dim_under_dynamic_sizes() -> None:
+    # outputs (batch, positions), reduced over the channels between them; sizes change per call
+    def fn(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean = t.mean(1, keepdim=True)
+        return t.amax(1), (t - mean) / (t.var(1, keepdim=True) + 1).sqrt()
+
+    compiled, graphs = _compiled(fn, dynamic=True)
+    for shape in ((2, 24, 70), (3, 5, 33), (1, 300, 8), (4, 7, 3)):  # 3 positions: tail only
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(shape[2]))
+        for got, want in zip(compiled(x), fn(x), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    assert graphs and all(_by_columns([g]) for g in graphs)  # a batch of 1 recompiles
