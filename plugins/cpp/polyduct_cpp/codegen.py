@@ -12,7 +12,7 @@ import sympy
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import contiguous_strides, index_vars
 from polyduct.kernel import KernelSpec
-from polyduct_cpp.columns import column_lanes, column_reduction, columns
+from polyduct_cpp.columns import column_group, column_lanes, column_reduction, columns
 from polyduct_cpp.ctypes_map import storage_type
 from polyduct_cpp.emitter import StageState
 from polyduct_cpp.loops import decompose, emit_lines, split, strided, tile_slot, transposed
@@ -85,11 +85,13 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         if across is not None:
             tiled = (inner, across, TILE)
             emitter, states = _trace(spec, options, {}, tile=tiled)
+    group = column_group(emitter.index_exprs, spec.ranges) if spec.ranges else 0
     by_columns = spec.kind != "pointwise" and column_reduction(
-        spec, emitter.load_exprs, states, options.simd_lanes
+        spec, emitter.load_exprs, states, options.simd_lanes, group
     )
     if by_columns:
-        emitter, states = _trace(spec, options, {}, lanes=column_lanes(spec, options.simd_lanes))
+        lanes = column_lanes(spec, options.simd_lanes, group)
+        emitter, states = _trace(spec, options, {}, lanes=lanes)
     out = IndentedBuffer()
     params = [emitter.storage_decl(b.name) for b in spec.args]
     params += [f"int64_t {emitter.names[s.name]}" for s in spec.size_args]
@@ -108,12 +110,15 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
             _pointwise(out, states, ndim, options, inner)
         elif by_columns:
             tail = row_loop(emitter, states, ndim, options)
-            rdim, lanes = len(spec.reduction_ranges), emitter.lanes
+            # the grouped dims as one: x<last> runs over all their points, the others vanish
+            joined = {x: sympy.Integer(0) for x in index_vars("x", ndim)[group:-1]}
+            col, col_states = _trace(spec, options, joined, lanes=lanes)
+            rdim = len(spec.reduction_ranges)
 
             def stage(loop: IndentedBuffer, state: StageState) -> None:
                 _STAGES[state.kind](loop, state, rdim, lanes, options)
 
-            columns(out, emitter, states, options, tail, stage)
+            columns(out, col, col_states, options, tail, stage, group)
         else:
             _rows(out, spec, options, emitter, states)
     out.line("}")

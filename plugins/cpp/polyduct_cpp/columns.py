@@ -27,11 +27,37 @@ from polyduct_cpp.loops import decompose, emit_lines, split, strided
 from polyduct_cpp.options import CppOptions
 
 
+def column_group(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> int:
+    """The first of the trailing outer dims that every index in `exprs` steps through as one
+    row-major dim (ConvNeXt's 16x16 positions): the lanes run along their product. The last dim
+    when no other joins it."""
+    xs = index_vars("x", len(ranges))
+    group = len(ranges) - 1
+    while group > 0 and all(_joined(e, xs[group - 1], xs[group], ranges[group]) for e in exprs):
+        group -= 1
+    return group
+
+
+def _joined(expr: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, size: sympy.Expr) -> bool:
+    """Whether `expr` is a * outer + b * inner + (terms of neither) with a = b * size."""
+    expanded = sympy.expand(expr)
+    a, b = expanded.coeff(outer), expanded.coeff(inner)
+    rest = sympy.expand(expanded - a * outer - b * inner)
+    if {outer, inner} & (rest.free_symbols | a.free_symbols | b.free_symbols):
+        return False
+    return sympy.expand(a - b * size) == 0
+
+
 def column_reduction(
-    spec: KernelSpec, loads: Sequence[sympy.Expr], states: Sequence[StageState], lanes: int
+    spec: KernelSpec,
+    loads: Sequence[sympy.Expr],
+    states: Sequence[StageState],
+    lanes: int,
+    group: int,
 ) -> bool:
     """Whether `spec` is a reduction, reduce stages then outer and inner stages only, whose
-    loads step along the reduction with a stride more often than along the last outer dim."""
+    loads step along the reduction with a stride more often than along the last outer dim, and
+    whose outer dims from `group` on (see `column_group`) hold at least `lanes` points."""
     if not spec.ranges or not spec.reduction_ranges or not states:
         return False
     reduces = _leading_reduces(states)
@@ -39,7 +65,7 @@ def column_reduction(
         return False
     if any("pd_check_index" in s.hoisted.getvalue() for s in reduces):  # checked once per row
         return False
-    extent = spec.ranges[-1]
+    extent = sympy.Mul(*spec.ranges[group:])
     if extent.is_Integer and int(extent) < lanes:
         return False
     x = index_vars("x", len(spec.ranges))[-1]
@@ -71,10 +97,10 @@ def _leading_reduces(states: Sequence[StageState]) -> list[StageState]:
     return reduces
 
 
-def column_lanes(spec: KernelSpec, simd_lanes: int) -> int:
+def column_lanes(spec: KernelSpec, simd_lanes: int, group: int) -> int:
     """Outputs per block: four SIMD registers' worth (a row step then reads whole cache lines
-    several at a time), fewer when the last outer dim is shorter, at most 64."""
-    extent = spec.ranges[-1]
+    several at a time), fewer when the dims from `group` on hold fewer points, at most 64."""
+    extent = sympy.Mul(*spec.ranges[group:])
     lanes = min(64, 4 * simd_lanes)
     while extent.is_Integer and lanes > simd_lanes and int(extent) < lanes:
         lanes //= 2
@@ -88,23 +114,26 @@ def columns(
     options: CppOptions,
     tail: IndentedBuffer,
     stage: Callable[[IndentedBuffer, StageState], None],
+    group: int,
 ) -> None:
-    """Blocks of `lanes` outputs along the last outer dim across threads, then the rest of each
-    row of that dim through `tail` (the row loop over flat outputs [pd_lo, pd_hi)). `stage`
-    emits one later stage for one output, as the row loop does."""
+    """Blocks of `lanes` outputs along the outer dims from `group` on (one dim, x<last>, in
+    `emitter`'s indexes) across threads, then the rest of each row of those dims through `tail`
+    (the row loop over flat outputs [pd_lo, pd_hi)). `stage` emits one later stage for one
+    output, as the row loop does."""
     lanes = emitter.lanes
     last = len(emitter.spec.ranges) - 1
     reduces = _leading_reduces(states)
-    rows = " * ".join(f"pd_n{i}" for i in range(last)) or "1"
-    out.line(f"const int64_t pd_rows = {rows};  // points of the outer dims before the last")
-    out.line(f"const int64_t pd_xmain = pd_n{last} - pd_n{last} % {lanes};")
+    rows = " * ".join(f"pd_n{i}" for i in range(group)) or "1"
+    out.line(f"const int64_t pd_rows = {rows};  // points of the outer dims before the group")
+    out.line(f"const int64_t pd_ncol = {' * '.join(f'pd_n{i}' for i in range(group, last + 1))};")
+    out.line(f"const int64_t pd_xmain = pd_ncol - pd_ncol % {lanes};")
     out.line(f"const int64_t pd_blocks = pd_xmain / {lanes};  // per row")
     loop = IndentedBuffer()
     loop.line("for (int64_t pd_xb = pd_lo; pd_xb < pd_hi; ++pd_xb) {")
     with loop.indent():
-        if last:
+        if group:
             loop.line("const int64_t pd_xo = pd_xb / pd_blocks;")
-            decompose(loop, "pd_xo", "x", "pd_n", last)
+            decompose(loop, "pd_xo", "x", "pd_n", group)
         loop.line(f"const int64_t pd_xc = pd_xb % pd_blocks * {lanes};")
         for reduce in reduces:
             for ctype, acc in reduce.accs:
@@ -137,7 +166,7 @@ def columns(
     with out.indent():
         split(out, options, "pd_rows * pd_blocks", "pd_rows * pd_xmain * pd_rnumel", loop)
     out.line("}")
-    out.line(f"if (pd_xmain < pd_n{last}) {{")
+    out.line("if (pd_xmain < pd_ncol) {")
     with out.indent():
         out.line("auto pd_tail = [&](const int64_t pd_lo, const int64_t pd_hi) {")
         with out.indent():
@@ -145,9 +174,9 @@ def columns(
         out.line("};")
         ends = IndentedBuffer()
         ends.line("for (int64_t pd_xo = pd_lo; pd_xo < pd_hi; ++pd_xo) {")
-        ends.line(f"    pd_tail(pd_xo * pd_n{last} + pd_xmain, (pd_xo + 1) * pd_n{last});")
+        ends.line("    pd_tail(pd_xo * pd_ncol + pd_xmain, (pd_xo + 1) * pd_ncol);")
         ends.line("}")
-        work = f"pd_rows * (pd_n{last} - pd_xmain) * pd_rnumel"
+        work = "pd_rows * (pd_ncol - pd_xmain) * pd_rnumel"
         split(out, options, "pd_rows", work, ends)
     out.line("}")
 

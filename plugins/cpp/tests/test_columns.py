@@ -148,3 +148,23 @@ def test_reduction_over_a_middle_dim_under_dynamic_sizes() -> None:
         for got, want in zip(compiled(x), fn(x), strict=True):
             torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert graphs and all(_by_columns([g]) for g in graphs)  # a batch of 1 recompiles
+
+
+def test_trailing_dims_too_short_for_a_block_run_as_one() -> None:
+    # 4x5 and 33x7 positions: neither last dim fills a block of lanes, the products do
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(5, 64, 4, 5, generator=g), torch.randn(8, 64, 33, 7, generator=g)
+    for x in (a, b):
+        compiled, graphs = _compiled(lambda t: torch.var_mean(t, 1))
+        for got, want in zip(compiled(x), torch.var_mean(x, 1), strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+        (source,) = [s.source for gr in graphs for s in gr.sources.values()]
+        assert "pd_ncol = pd_n1 * pd_n2;" in source
+
+
+def test_a_broadcast_along_the_last_dim_keeps_the_dims_apart() -> None:
+    g = torch.Generator().manual_seed(7)
+    b, bias = torch.randn(8, 64, 33, 7, generator=g), torch.randn(64, 33, 1, generator=g)
+    compiled, graphs = _compiled(lambda t, c: (t + c).amax(1))
+    torch.testing.assert_close(compiled(b, bias), (b + bias).amax(1))
+    assert not _by_columns(graphs)  # 7 positions per row of the bias: too few for a block
