@@ -10,6 +10,9 @@ Rules (all for non-negative index expressions, as loop indices and buffer offset
 
 * `FloorDiv(a + b, d) -> a / d + FloorDiv(b, d)` when every term of `a` has a coefficient
   divisible by `d` and `b >= 0` over the ranges, and `-> a / d` when also `b < d`;
+* `FloorDiv(g*a + b, d) -> FloorDiv(a, d / g)` when `g` divides `d` and `0 <= b < g`, also
+  for what the first rule leaves (Swin's patch merging reads row `(r0 + 128*x1) // 1024`, that
+  is `x1 // 8`, of a map with 128 channels per position);
 * `ModularIndexing(e, d, m)` is `FloorDiv(e, d) % m`: terms whose coefficient `m` divides are
   dropped while the rest stays non-negative, and `q % m -> q` when `0 <= q < m`.
 
@@ -87,7 +90,7 @@ class RangeSimplifier:
             if whole is not None and low is not None and low[0] >= 0:
                 if low[1] < d:
                     return sympy.expand(whole / d)
-                return sympy.expand(whole / d) + FloorDiv(rest, divisor)
+                return sympy.expand(whole / d) + self._floordiv(rest, divisor)
             coarse = self._coarse(base, d)
             if coarse is not None:
                 return coarse

@@ -124,3 +124,14 @@ def test_nested_floor_divisions_print_each_base_once() -> None:
     assert "floordiv" not in Printer().doprint(FloorDiv(sizes, 2))
     assert len(Printer().doprint(maybe_negative)) < 500
     assert len(CIndexPrinter().doprint(maybe_negative)) > 20_000  # without the function
+
+
+def test_small_terms_drop_out_of_what_a_split_division_leaves() -> None:
+    # Swin's patch merging: row (r0 + 8192*x0 + 128*x1) // 1024 % 8 of a map with 128 channels
+    # per position; the multiple 8192*x0 splits off first, then r0 < 128 drops out of the rest
+    x0, x1, r0 = sympy.symbols("x0 x1 r0", integer=True, nonnegative=True)
+    ranges = {x0: 2, x1: 64, r0: 128}
+    expr = ModularIndexing(r0 + 8192 * x0 + 128 * x1, 1024, 8)
+    simple = RangeSimplifier(ranges)(expr)
+    assert simple == FloorDiv(x1, 8), simple
+    assert values(simple, ranges) == values(expr, ranges)
