@@ -10,12 +10,20 @@ from collections.abc import Mapping, Sequence
 import sympy
 
 from polyduct.codegen import IndentedBuffer, identifier
-from polyduct.indexing import contiguous_strides, index_vars
+from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
 from polyduct_cpp.columns import column_group, column_lanes, column_reduction, columns
 from polyduct_cpp.ctypes_map import storage_type
 from polyduct_cpp.emitter import StageState
-from polyduct_cpp.loops import decompose, emit_lines, split, strided, tile_slot, transposed
+from polyduct_cpp.loops import (
+    decompose,
+    emit_lines,
+    flattenable,
+    split,
+    strided,
+    tile_slot,
+    transposed,
+)
 from polyduct_cpp.ops import CppOps
 from polyduct_cpp.options import CppOptions
 from polyduct_cpp.stage import StageEmitter
@@ -51,27 +59,11 @@ def _trace(
     return emitter, states
 
 
-def _flattenable(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> bool:
-    """Every index is k * (row-major flat outer index) + c: the outer loops can be one loop."""
-    xs = index_vars("x", len(ranges))
-    strides = contiguous_strides(ranges)
-    for expr in exprs:
-        expanded = sympy.expand(expr)
-        coeffs = [expanded.coeff(x) for x in xs]
-        rest = sympy.expand(expanded - sum(c * x for c, x in zip(coeffs, xs, strict=True)))
-        if rest.free_symbols & set(xs) or any(c.free_symbols & set(xs) for c in coeffs):
-            return False
-        k = coeffs[-1]
-        if any(sympy.expand(c - k * s) != 0 for c, s in zip(coeffs, strides, strict=True)):
-            return False
-    return True
-
-
 def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
     """C++ source of `spec` (one extern "C" function) and its error-site table."""
     emitter, states = _trace(spec, options, {})
     ndim = len(spec.ranges)
-    flat = spec.kind == "pointwise" and ndim > 1 and _flattenable(emitter.index_exprs, spec.ranges)
+    flat = spec.kind == "pointwise" and ndim > 1 and flattenable(emitter.index_exprs, spec.ranges)
     if flat:
         # x_last runs over all outer points; the other outer variables vanish from indexes.
         zeroed = {x: sympy.Integer(0) for x in index_vars("x", ndim)[:-1]}

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import sympy
 
 from polyduct.codegen import IndentedBuffer
+from polyduct.indexing import contiguous_strides, index_vars
 from polyduct_cpp.options import CppOptions
 
 
@@ -18,6 +19,22 @@ def strided(expr: sympy.Expr, var: sympy.Symbol) -> bool:
     coeff = expanded.coeff(var)
     rest = sympy.expand(expanded - coeff * var)
     return var in rest.free_symbols or coeff.free_symbols != set() or coeff not in (0, 1)
+
+
+def flattenable(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> bool:
+    """Every index is k * (row-major flat outer index) + c: the outer loops can be one loop."""
+    xs = index_vars("x", len(ranges))
+    strides = contiguous_strides(ranges)
+    for expr in exprs:
+        expanded = sympy.expand(expr)
+        coeffs = [expanded.coeff(x) for x in xs]
+        rest = sympy.expand(expanded - sum(c * x for c, x in zip(coeffs, xs, strict=True)))
+        if rest.free_symbols & set(xs) or any(c.free_symbols & set(xs) for c in coeffs):
+            return False
+        k = coeffs[-1]
+        if any(sympy.expand(c - k * s) != 0 for c, s in zip(coeffs, strides, strict=True)):
+            return False
+    return True
 
 
 def transposed(expr: sympy.Expr, inner: sympy.Symbol, across: sympy.Symbol) -> bool:
