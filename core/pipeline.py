@@ -186,7 +186,9 @@ def lower(c: Compilation, prog: GraphProgram) -> GraphProgram:
     """aten FX graph -> loop-level IR (anything without a lowering becomes an extern call)."""
     assert prog.resolver is not None
     limits = c.plugins.kernel_backends.get(prog.kernels).backend_cls.caps.sort_limits
-    lowering = GraphLowering(dict(c.lowerings), c.options.realize_cost, prog.resolver, limits)
+    lowering = GraphLowering(
+        dict(c.lowerings), c.options.realize_cost, prog.resolver, limits, c.options.conv_layout
+    )
     graph = lowering.run(prog.gm)
     LOG.info(
         "%s: lowered %d FX nodes to %d IR nodes",

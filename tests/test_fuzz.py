@@ -70,7 +70,7 @@ def test_no_program_converts_a_raw_float_to_an_integer() -> None:
     # program 1893: eager gave INT64_MIN for -inf, the C++ kernel 0). Like a cast, it must go
     # through nan_to_num and a clamp first.
     copies = 0
-    for index in (1893, *range(150)):
+    for index in (1893, *range(250)):
         program = generate(9001, index, FUZZ_DTYPES)
         values = shadow_values(program)
         for stmt in program.stmts:
@@ -101,8 +101,9 @@ def test_no_training_program_sorts_unstably() -> None:
 def test_no_program_takes_the_top_zero_of_a_0d_tensor() -> None:
     # eager's CUDA topk returns before writing anything when k is 0, leaving a 0-d input's
     # one-element result unwritten, where the CPU's holds the element (CUDA seed 43, program
-    # 132: eager and polyduct read two different stale values)
-    program = generate(43, 132, FUZZ_DTYPES)
+    # 132: eager and polyduct read two different stale values); program 575 of today's
+    # generator takes the top of a 0-d tensor
+    program = generate(43, 575, FUZZ_DTYPES)
     values = shadow_values(program)
     topks = [s for s in program.stmts if s.expr.startswith("torch.topk(")]
     assert topks
@@ -323,7 +324,7 @@ def test_eager_errors_make_a_program_invalid() -> None:
 
 
 def test_shrinking_keeps_what_the_failure_needs() -> None:
-    program = generate(3, 11, FUZZ_DTYPES, known=False)
+    program = generate(3, 4, FUZZ_DTYPES, known=False)
     assert len(program.stmts) >= 4, "pick a program with a few statements"
     culprit = program.stmts[len(program.stmts) // 2].expr
     program = replace(program, outputs=(*program.outputs, program.stmts[-1].out))
@@ -424,3 +425,12 @@ def test_a_retired_worker_is_replaced(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(runner, "_spawn", retired_first)
     results = run_campaign(Campaign(config, 2, jobs=1, timeout_s=240), io.StringIO())
     assert [r.index for r in results] == [0, 1] and len(spawned) == 2
+
+
+def test_programs_convolve() -> None:
+    # 1-d and 2-d convolutions, depthwise ones reading their groups from the input's shape
+    exprs = [s.expr for i in range(300) for s in generate(28, i, FUZZ_DTYPES).stmts
+             if "conv" in s.tags]
+    assert any("conv2d(" in e for e in exprs) and any("conv1d(" in e for e in exprs)
+    assert any(".shape[" in e.split("groups=")[1] for e in exprs)
+    assert any(".relu(), " in e for e in exprs)  # a computed input, as the layout plan needs

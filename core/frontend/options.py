@@ -35,7 +35,9 @@ _KEYS = (
     "remote_cache",
     "cudagraphs",
     "dump_after",
+    "conv_layout",
 )
+CONV_LAYOUTS = ("auto", "channels_last", "eager")
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,9 @@ class FrontendOptions:
     `mode="reduce-overhead"` sets it. Not in `cache_key` either: the generated code is the same.
     `dump_after`: names of pipeline passes (`polyduct.pipeline.PASSES`) after which what the pass
     made is logged (`TORCH_LOGS="polyduct"`); not in `cache_key`.
+    `conv_layout`: where CPU convolutions run channels-last (`polyduct.lowering.layouts`):
+    `auto` where the weights to copy are few next to the activations, `channels_last` wherever
+    the graph allows it, `eager` never.
     """
 
     kernels: str = "auto"
@@ -66,6 +71,7 @@ class FrontendOptions:
     remote_cache: str | None = None
     cudagraphs: bool = False
     dump_after: tuple[str, ...] = ()
+    conv_layout: str = "auto"
 
     def __post_init__(self) -> None:
         if self.overrides is not None and not isinstance(self.overrides, Scope):
@@ -78,6 +84,8 @@ class FrontendOptions:
                 raise InvalidOption("polyduct", key, value, "a backend name")
         if self.realize_cost < 1:
             raise InvalidOption("polyduct", "realize_cost", self.realize_cost, "an int >= 1")
+        if self.conv_layout not in CONV_LAYOUTS:
+            raise InvalidOption("polyduct", "conv_layout", self.conv_layout, " or ".join(CONV_LAYOUTS))
 
     @classmethod
     def from_mapping(
@@ -124,6 +132,7 @@ class FrontendOptions:
             repr(sorted(self.wrapper_options.items())),
             str(self.debug_asserts),
             str(self.realize_cost),
+            self.conv_layout,
             repr(sorted((k, _name(v)) for k, v in self.lowerings.items())),
             scope,
         )

@@ -142,6 +142,15 @@ class Gen:
                          alt_shape=alt, grad=grad)
         return self._add_input(spec)
 
+    def shaped_input(self, shape: tuple[int, ...], alt_shape: tuple[int, ...] | None,
+                     dtype: torch.dtype) -> Val:
+        """A fresh input of a given shape (a convolution's weight), random values and layout."""
+        layout = str(self.rng.choices(("contiguous", "transposed", "strided", "offset"),
+                                      (70, 10, 10, 10))[0])
+        spec = InputSpec(f"a{len(self.inputs)}", shape, dtype, "normal", layout=layout,
+                         alt_shape=alt_shape, grad=self.train and dtype.is_floating_point)
+        return self._add_input(spec)
+
     def index_input(self, shape: tuple[int, ...], of: Val, d: int, negative: bool = False,
                     perm_dim: int | None = None) -> str:
         """A fixed-shape int64 index input into dim `d` of `of`: values in [0, size) (from

@@ -14,13 +14,13 @@ from dataclasses import replace
 
 import torch
 
-from polyduct.fuzz import ops_index, ops_pointwise, ops_reduce, ops_shape
+from polyduct.fuzz import ops_conv, ops_index, ops_pointwise, ops_reduce, ops_shape
 from polyduct.fuzz.gen import MAX_NUMEL, Emit, Gen, Val
 from polyduct.fuzz.program import Program, Stmt, evaluate
 
 OpGen = Callable[[Gen], Emit | None]
 OPS: tuple[tuple[str, int, OpGen], ...] = (
-    *ops_pointwise.OPS, *ops_reduce.OPS, *ops_shape.OPS, *ops_index.OPS,
+    *ops_pointwise.OPS, *ops_reduce.OPS, *ops_shape.OPS, *ops_index.OPS, *ops_conv.OPS,
 )
 SIZE_POOL = (1, 2, 3, 4, 5, 6, 7, 8, 11, 16, 17, 32, 0)
 SIZE_WEIGHTS = (6, 8, 10, 8, 8, 4, 6, 6, 4, 4, 3, 2, 1)

@@ -150,6 +150,7 @@ class GraphLowering:
         realize_cost: int = 24,
         resolver: Resolver | None = None,
         sort_limits: Mapping[str, int] | None = None,
+        conv_layout: str = "auto",
     ) -> None:
         self.lowerings = lowerings
         self.sort_limits = sort_limits or {}
@@ -157,6 +158,7 @@ class GraphLowering:
         self.barriers: list[tuple[int, int]] = []  # node index ranges no kernel fuses across
         self._barrier_label = ""
         self.realize_cost = realize_cost
+        self.conv_layout = conv_layout  # see lowering.layouts
         self.int_inputs: dict[str, Any] = {}
         self.graph = IRGraph()
         self.report = FallbackReport()
@@ -175,7 +177,7 @@ class GraphLowering:
         self.moved = moved_scalars(gm, self.accelerator)
         shared = shared_alias_bases(gm)
         self.written_back = written_back(gm)
-        self.channels_last = layouts.channels_last_plan(gm)
+        self.channels_last = layouts.channels_last_plan(gm, self.conv_layout)
         for node in gm.graph.nodes:
             value = self._lower_node(node)
             if node in self.written_back:

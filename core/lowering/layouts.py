@@ -8,7 +8,8 @@ channels-last (a kernel per call; 1x1 and depthwise weights already are), and re
 channels-last result; the pointwise values computed from such a result (a norm, an activation, a
 residual sum) are stored channels-last too, so the next convolution's input costs no
 transposition. A graph applies the plan only where the weights to copy are few next to the
-activations (`WEIGHT_COPY_SHARE`).
+activations (`WEIGHT_COPY_SHARE`); the `conv_layout` option can ask for the layout wherever it
+is allowed (`channels_last`) or nowhere (`eager`).
 
 A value the graph returns keeps eager's strides (a backward graph asserts those of the
 activations it saved), so a convolution whose input or result is returned is left as it is: in a
@@ -33,11 +34,13 @@ CONVOLUTION = torch.ops.aten.convolution.default
 _DTYPES = (torch.float32, torch.bfloat16)
 
 
-def channels_last_plan(gm: torch.fx.GraphModule) -> frozenset[torch.fx.Node]:
+def channels_last_plan(gm: torch.fx.GraphModule, mode: str = "auto") -> frozenset[torch.fx.Node]:
     """The FX nodes whose values are stored channels-last: the convolutions that run so (see
     the module docstring), the values their input is computed from, and the pointwise values
-    computed from a channels-last value of their own shape; never a returned value."""
-    if not torch.backends.mkldnn.is_available():
+    computed from a channels-last value of their own shape; never a returned value. `mode` is
+    the `conv_layout` option: `auto` applies the cost rule, `channels_last` does not, `eager`
+    plans nothing."""
+    if mode == "eager" or not torch.backends.mkldnn.is_available():
         return frozenset()
     returned = _returned(gm)
     convolutions = {
@@ -45,7 +48,7 @@ def channels_last_plan(gm: torch.fx.GraphModule) -> frozenset[torch.fx.Node]:
         for n in gm.graph.nodes
         if n.target is CONVOLUTION and n not in returned and _channels_last_convolution(n, returned)
     }
-    if not convolutions or not _pays(convolutions):
+    if not convolutions or (mode == "auto" and not _pays(convolutions)):
         return frozenset()
     plan: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:

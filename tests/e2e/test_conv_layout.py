@@ -84,3 +84,31 @@ def test_as_strided_reads_eager_layout(backends: tuple[str, str]) -> None:
         return y.sum(), torch.as_strided(h, (4, 5), (7, 3), 2).cos()
 
     check(fn, backends, torch.randn(2, 8, 6, 5), atol=1e-4)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "eager"])
+def test_conv_layout_option_overrides_the_cost_rule(backends: tuple[str, str], layout: str) -> None:
+    """`conv_layout="channels_last"` plans the dense convolutions the cost rule declines, and
+    `"eager"` plans not even the cheap depthwise block; both give eager's results."""
+    dense = _weights((64, 32, 3, 3), (64, 64, 3, 3))
+    cheap = _weights((24, 8, 1, 1), (24, 1, 3, 3), (8, 24, 1, 1))
+
+    def fn(t: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = F.conv2d(F.relu(F.conv2d(t.relu(), dense[0], padding=1)), dense[1], padding=1)
+        return h.sin(), _inverted_residual(u, cheap).sum(dim=(2, 3))
+
+    x, u = torch.randn(2, 32, 4, 4), torch.randn(2, 8, 13, 11)
+    x[1, 2, 3, 0], u[0, 1, 2, 3] = float("nan"), float("-inf")
+    compiled, graphs = compile_fn(fn, backends, {"conv_layout": layout})
+    for got, want in zip(compiled(x, u), fn(x, u), strict=True):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4, equal_nan=True)
+    sources = _sources(graphs)
+    planned = "(1024, 1, 256, 64)" in sources, "(3432, 1, 264, 24)" in sources
+    assert planned == ((True, True) if layout == "channels_last" else (False, False))
+
+
+def test_conv_layout_option_is_checked() -> None:
+    with pytest.raises(Exception, match="conv_layout"):
+        torch.compile(lambda t: t + 1, backend="polyduct", options={"conv_layout": "nhwc"})(
+            torch.ones(2)
+        )
