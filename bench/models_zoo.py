@@ -33,6 +33,7 @@ _NO_DROPOUT = {
     "hidden_dropout": 0.0,
     "attention_probs_dropout_prob": 0.0,
     "dropout": 0.0,
+    "dropout_rate": 0.0,  # T5, mT5, LongT5
     "attention_dropout": 0.0,
     "activation_dropout": 0.0,
     "drop_path_rate": 0.0,  # stochastic depth: random in training mode

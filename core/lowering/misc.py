@@ -20,7 +20,7 @@ from polyduct.ir import Expr, Lazy, TensorValue
 from polyduct.lowering.externs import extern_call
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn, op_name
 from polyduct.lowering.values import Ops, _scalar, cast, is_tensor, lazy, operand
-from polyduct.lowering.views import slice_start
+from polyduct.lowering.views import slice_start, wrapped_index
 
 
 def _index(ops: Ops, expr: Expr) -> Any:
@@ -187,9 +187,6 @@ def slice_scatter(
     dim = dim % len(out)
     if not isinstance(step, int) or step < 1:
         raise Fallback(f"slice_scatter with step {step!r}")
-    raw = sympy.sympify(start if start is not None else 0)
-    if not raw.is_number and raw.is_nonnegative is not True:
-        raise Fallback(f"slice_scatter from a start of unknown sign ({raw})")
     first = slice_start(start, out[dim])
     last = first + (src.size[dim] - 1) * step + 1  # one past the last element src covers
 
@@ -215,11 +212,7 @@ def select_scatter(ctx: LoweringContext, x: TensorValue, src: TensorValue, dim: 
     """`x` with `x.select(dim, index) = src` (the backward of a select)."""
     out = ctx.out_size()
     dim = dim % len(out)
-    at = sympy.sympify(index)
-    if at.is_number and at < 0:
-        at = at + out[dim]
-    elif not at.is_number and at.is_nonnegative is not True:
-        raise Fallback(f"select_scatter at an index of unknown sign ({at})")
+    at = wrapped_index(index, out[dim], "select_scatter")
 
     def load(ops: Ops, idx: Sequence[Expr]) -> Any:
         hit = ops.eq(_index(ops, idx[dim]), _index(ops, at))

@@ -159,17 +159,32 @@ def expand(ctx: LoweringContext, x: TensorValue, *args: Any, **kwargs: Any) -> T
     return _view(x, size, reindex, layout)
 
 
+def wrapped_index(index: Any, length: Expr, what: str) -> Expr:
+    """`index` along a dim of `length` as eager reads it: a negative one counts from the end.
+
+    The sign decides, numeric or symbolic (`-(s0 + 1)` of a dynamic size is negative); an index
+    whose sign the sizes do not settle has no single place at trace time, and the op runs as a
+    library call.
+    """
+    index = sympy.sympify(index)
+    if index.is_negative:
+        return index + length
+    if index.is_nonnegative is not True:
+        raise Fallback(f"{what} at an index of unknown sign ({index})")
+    return index
+
+
 def slice_start(start: Any, length: Expr) -> Expr:
     """A slice's first index as eager normalises it: None is 0, a negative one counts from the
     end (clamped at 0), one past the end is the end."""
     if start is None:
         return sympy.Integer(0)
-    start = sympy.sympify(start)
-    if start.is_number and start < 0:
-        start = sympy.Max(start + length, 0)
-    if start.is_number and length.is_number and start > length:
+    first = wrapped_index(start, length, "a slice")
+    if first != sympy.sympify(start):
+        first = sympy.Max(first, 0)
+    if (first - length).is_positive:
         return length
-    return start
+    return first
 
 
 def slice_(
@@ -258,10 +273,7 @@ def diagonal(
 def select(ctx: LoweringContext, x: TensorValue, dim: int, index: Any) -> TensorValue:
     n = len(x.size)
     dim = _dim(dim, n)
-    index = sympy.sympify(index)
-    if index.is_number and index < 0:
-        index = index + x.size[dim]
-    return _selected(x, dim, index, ctx.out_size())
+    return _selected(x, dim, wrapped_index(index, x.size[dim], "select"), ctx.out_size())
 
 
 def _selected(x: TensorValue, dim: int, index: Expr, size: Sequence[Expr]) -> TensorValue:
