@@ -136,4 +136,85 @@ def extra_specs() -> list[ModelSpec]:
                       mask_time_prob=0.0, hidden_dropout=0.0, activation_dropout=0.0,
                       final_dropout=0.0, layerdrop=0.0),
                   audio_inputs, (32, 40, 56)),
+        *more_specs(),
+    ]
+
+
+def more_specs() -> list[ModelSpec]:
+    """Architectures added after the first extra set: local and sliding attention (Longformer,
+    LED, LongT5, GPT-Neo), Fourier mixing (FNet), state-space scans (Mamba), relative and rotary
+    variants, hashed character embeddings (CANINE), detection tokens (YOLOS), focal modulation."""
+    t5_like = {"vocab_size": VOCAB, "d_model": HIDDEN, "d_kv": 16, "d_ff": 2 * HIDDEN,
+               "num_layers": 2, "num_heads": 4, "decoder_start_token_id": 0}
+    bart = {"vocab_size": VOCAB, **_BART_LIKE}
+
+    def enc(name: str, model: str, config: str, mask: bool = True, **kw: object) -> ModelSpec:
+        return ModelSpec(name, "encoder", _hf(model, config, **kw), text_inputs(mask), TEXT_SIZES)
+
+    def s2s(name: str, model: str, config: str, **kw: object) -> ModelSpec:
+        return ModelSpec(name, "seq2seq", _hf(model, config, **kw), seq2seq_inputs, TEXT_SIZES)
+
+    def vis(name: str, model: str, config: str, sizes: tuple[int, ...] = IMAGE_SIZES,
+            **kw: object) -> ModelSpec:
+        return ModelSpec(name, "vision", _hf(model, config, **kw), image_inputs(), sizes)
+
+    return [
+        enc("fnet", "FNetForSequenceClassification", "FNetConfig", False, **_LM,
+            intermediate_size=2 * HIDDEN, max_position_embeddings=128, pad_token_id=0,
+            use_tpu_fourier_optimizations=False),
+        enc("longformer", "LongformerForSequenceClassification", "LongformerConfig",
+            **_BERT_LIKE, attention_window=8),
+        _decoder("xlnet", "XLNetLMHeadModel", "XLNetConfig", True, vocab_size=VOCAB,
+                 d_model=HIDDEN, n_layer=2, n_head=4, d_inner=2 * HIDDEN),
+        _decoder("gpt_neo", "GPTNeoForCausalLM", "GPTNeoConfig", True, vocab_size=VOCAB,
+                 hidden_size=HIDDEN, num_layers=2, num_heads=4,
+                 attention_types=[[["global", "local"], 1]], window_size=16,
+                 max_position_embeddings=128),
+        _decoder("codegen", "CodeGenForCausalLM", "CodeGenConfig", True, vocab_size=VOCAB,
+                 n_embd=HIDDEN, n_layer=2, n_head=4, rotary_dim=8, n_positions=128),
+        _decoder("mamba", "MambaForCausalLM", "MambaConfig", False, vocab_size=VOCAB,
+                 hidden_size=HIDDEN, num_hidden_layers=2, state_size=8, use_mambapy=False),
+        enc("big_bird", "BigBirdForSequenceClassification", "BigBirdConfig", **_BERT_LIKE,
+            attention_type="original_full"),
+        s2s("marian", "MarianMTModel", "MarianConfig", **bart, max_position_embeddings=128,
+            pad_token_id=0, decoder_start_token_id=1),
+        s2s("blenderbot", "BlenderbotForConditionalGeneration", "BlenderbotConfig", **bart,
+            max_position_embeddings=128),
+        s2s("led", "LEDForConditionalGeneration", "LEDConfig", **bart,
+            max_encoder_position_embeddings=128, max_decoder_position_embeddings=128,
+            attention_window=8),
+        s2s("longt5", "LongT5ForConditionalGeneration", "LongT5Config", **t5_like,
+            local_radius=8, encoder_attention_type="local"),
+        s2s("mt5", "MT5ForConditionalGeneration", "MT5Config", **t5_like),
+        enc("squeezebert", "SqueezeBertForSequenceClassification", "SqueezeBertConfig",
+            **_BERT_LIKE, embedding_size=HIDDEN, q_groups=2, k_groups=2, v_groups=2,
+            post_attention_groups=2, intermediate_groups=2, output_groups=2),
+        enc("esm", "EsmForMaskedLM", "EsmConfig", **_BERT_LIKE,
+            position_embedding_type="rotary", mask_token_id=2),
+        enc("roformer", "RoFormerForSequenceClassification", "RoFormerConfig", **_BERT_LIKE,
+            embedding_size=HIDDEN),
+        enc("deberta", "DebertaForSequenceClassification", "DebertaConfig", **_BERT_LIKE,
+            relative_attention=True, pos_att_type=["c2p", "p2c"], max_relative_positions=32),
+        enc("canine", "CanineModel", "CanineConfig", hidden_size=HIDDEN, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=2 * HIDDEN, num_hash_buckets=64,
+            num_hash_functions=4, downsampling_rate=4, max_position_embeddings=512),
+        _decoder("qwen3", "Qwen3ForCausalLM", "Qwen3Config", False, **_LLAMA_LIKE, head_dim=16),
+        _decoder("granite", "GraniteForCausalLM", "GraniteConfig", False, **_LLAMA_LIKE),
+        _decoder("cohere", "CohereForCausalLM", "CohereConfig", False, **_LLAMA_LIKE),
+        _decoder("starcoder2", "Starcoder2ForCausalLM", "Starcoder2Config", False,
+                 **_LLAMA_LIKE),
+        _decoder("ctrl", "CTRLLMHeadModel", "CTRLConfig", True, vocab_size=VOCAB,
+                 n_embd=HIDDEN, n_layer=2, n_head=4, dff=2 * HIDDEN, n_positions=128),
+        vis("yolos", "YolosForObjectDetection", "YolosConfig", (32,), hidden_size=HIDDEN,
+            num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * HIDDEN,
+            image_size=[32, 32], patch_size=8, num_detection_tokens=10),
+        vis("focalnet", "FocalNetForImageClassification", "FocalNetConfig", embed_dim=16,
+            depths=[1, 1], image_size=32, patch_size=2),
+        vis("mobilevitv2", "MobileViTV2ForImageClassification", "MobileViTV2Config",
+            BN_IMAGE_SIZES, image_size=64, width_multiplier=0.25),
+        vis("mobilenet_v1", "MobileNetV1ForImageClassification", "MobileNetV1Config",
+            depth_multiplier=0.25, image_size=32),
+        vis("siglip_vision", "SiglipVisionModel", "SiglipVisionConfig", (32,),
+            hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=2 * HIDDEN, image_size=32, patch_size=8),
     ]

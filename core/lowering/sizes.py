@@ -56,8 +56,19 @@ def _integer(value: int) -> sympy.Expr:
 @functools.lru_cache(maxsize=1024)
 def _from_torch(expr: sympy.Expr) -> sympy.Expr:
     """A torch symbolic-shape expression over polyduct's size symbols and functions."""
-    subs = {s: size_symbol(str(s)) for s in expr.free_symbols}
+    subs = {s: _symbol(s) for s in expr.free_symbols}
     return _polyduct_functions(sympy.sympify(expr.xreplace(subs)))
+
+
+def _symbol(symbol: sympy.Symbol) -> sympy.Symbol:
+    """torch's symbol as polyduct's, with the sign torch gives it: a dynamic size is a positive
+    integer; an `int` argument traced as a SymInt (`logits_to_keep`, 0 by default) or a
+    data-dependent value may be zero or negative, so `-s` is not known to count from the end."""
+    if symbol.is_positive:
+        return size_symbol(str(symbol))
+    if symbol.is_nonnegative:
+        return sympy.Symbol(str(symbol), integer=True, nonnegative=True)
+    return sympy.Symbol(str(symbol), integer=True)
 
 
 def _polyduct_functions(expr: sympy.Expr) -> sympy.Expr:

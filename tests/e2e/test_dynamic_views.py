@@ -28,3 +28,16 @@ def test_symbolic_negative_indices_count_from_the_end(
         src = torch.randn(n, n, device=device)
         assert_same(compiled(x, src), _views(x, src))
     assert len(graphs) == 1, "one dynamic compile serves every size"
+
+
+def _last(x: torch.Tensor, k: int) -> torch.Tensor:
+    """transformers' `hidden[:, -logits_to_keep:]`: an int argument traced as a SymInt has no
+    sign (0 keeps every row), unlike a size."""
+    return x[:, -k:] * 2
+
+
+def test_int_argument_as_slice_start_has_no_sign(backends: tuple[str, str], device: str) -> None:
+    compiled, _ = compile_fn(_last, backends, dynamic=True)
+    x = torch.randn(2, 7, 3, device=device)
+    for k in (2, 3, 0, 5):
+        assert_same(compiled(x, k), _last(x, k))
