@@ -179,8 +179,9 @@ def slice_start(start: Any, length: Expr) -> Expr:
     end (clamped at 0), one past the end is the end."""
     if start is None:
         return sympy.Integer(0)
+    start = sympy.sympify(start)
     first = wrapped_index(start, length, "a slice")
-    if first != sympy.sympify(start):
+    if start.is_negative:
         first = sympy.Max(first, 0)
     if (first - length).is_positive:
         return length

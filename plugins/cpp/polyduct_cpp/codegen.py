@@ -12,13 +12,14 @@ import sympy
 from polyduct.codegen import IndentedBuffer, identifier
 from polyduct.indexing import index_vars
 from polyduct.kernel import KernelSpec
-from polyduct_cpp.columns import column_group, column_lanes, column_reduction, columns
+from polyduct_cpp.columns import column_lanes, column_reduction, columns
 from polyduct_cpp.ctypes_map import storage_type
 from polyduct_cpp.emitter import StageState
 from polyduct_cpp.loops import (
     decompose,
     emit_lines,
     flattenable,
+    row_major_from,
     split,
     strided,
     tile_slot,
@@ -77,8 +78,9 @@ def generate(spec: KernelSpec, options: CppOptions) -> tuple[str, list[str]]:
         if across is not None:
             tiled = (inner, across, TILE)
             emitter, states = _trace(spec, options, {}, tile=tiled)
-    group = column_group(emitter.index_exprs, spec.ranges) if spec.ranges else 0
-    by_columns = spec.kind != "pointwise" and column_reduction(
+    reduction = spec.kind != "pointwise" and bool(spec.ranges)
+    group = row_major_from(emitter.index_exprs, spec.ranges) if reduction else 0
+    by_columns = reduction and column_reduction(
         spec, emitter.load_exprs, states, options.simd_lanes, group
     )
     if by_columns:

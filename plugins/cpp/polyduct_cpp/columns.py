@@ -27,27 +27,6 @@ from polyduct_cpp.loops import decompose, emit_lines, split, strided
 from polyduct_cpp.options import CppOptions
 
 
-def column_group(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> int:
-    """The first of the trailing outer dims that every index in `exprs` steps through as one
-    row-major dim (ConvNeXt's 16x16 positions): the lanes run along their product. The last dim
-    when no other joins it."""
-    xs = index_vars("x", len(ranges))
-    group = len(ranges) - 1
-    while group > 0 and all(_joined(e, xs[group - 1], xs[group], ranges[group]) for e in exprs):
-        group -= 1
-    return group
-
-
-def _joined(expr: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, size: sympy.Expr) -> bool:
-    """Whether `expr` is a * outer + b * inner + (terms of neither) with a = b * size."""
-    expanded = sympy.expand(expr)
-    a, b = expanded.coeff(outer), expanded.coeff(inner)
-    rest = sympy.expand(expanded - a * outer - b * inner)
-    if {outer, inner} & (rest.free_symbols | a.free_symbols | b.free_symbols):
-        return False
-    return sympy.expand(a - b * size) == 0
-
-
 def column_reduction(
     spec: KernelSpec,
     loads: Sequence[sympy.Expr],
@@ -57,7 +36,7 @@ def column_reduction(
 ) -> bool:
     """Whether `spec` is a reduction, reduce stages then outer and inner stages only, whose
     loads step along the reduction with a stride more often than along the last outer dim, and
-    whose outer dims from `group` on (see `column_group`) hold at least `lanes` points."""
+    whose outer dims from `group` on (see `loops.row_major_from`) hold at least `lanes` points."""
     if not spec.ranges or not spec.reduction_ranges or not states:
         return False
     reduces = _leading_reduces(states)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import sympy
 
 from polyduct.codegen import IndentedBuffer
-from polyduct.indexing import contiguous_strides, index_vars
+from polyduct.indexing import index_vars
 from polyduct_cpp.options import CppOptions
 
 
@@ -21,20 +21,34 @@ def strided(expr: sympy.Expr, var: sympy.Symbol) -> bool:
     return var in rest.free_symbols or coeff.free_symbols != set() or coeff not in (0, 1)
 
 
+def row_major_from(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> int:
+    """The first of the trailing outer dims that every index in `exprs` steps through as one
+    row-major dim (ConvNeXt's 16x16 positions): 0 when all of them do, the last dim when no
+    other joins it."""
+    xs = index_vars("x", len(ranges))
+    first = len(ranges) - 1
+    while first > 0 and all(_joined(e, xs[first - 1], xs[first], ranges[first]) for e in exprs):
+        first -= 1
+    return first
+
+
+def _joined(expr: sympy.Expr, outer: sympy.Symbol, inner: sympy.Symbol, size: sympy.Expr) -> bool:
+    """Whether `expr` is a * outer + b * inner + (terms of neither) with a = b * size."""
+    expanded = sympy.expand(expr)
+    a, b = expanded.coeff(outer), expanded.coeff(inner)
+    rest = sympy.expand(expanded - a * outer - b * inner)
+    if {outer, inner} & (rest.free_symbols | a.free_symbols | b.free_symbols):
+        return False
+    return sympy.expand(a - b * size) == 0
+
+
 def flattenable(exprs: Sequence[sympy.Expr], ranges: Sequence[sympy.Expr]) -> bool:
     """Every index is k * (row-major flat outer index) + c: the outer loops can be one loop."""
-    xs = index_vars("x", len(ranges))
-    strides = contiguous_strides(ranges)
-    for expr in exprs:
-        expanded = sympy.expand(expr)
-        coeffs = [expanded.coeff(x) for x in xs]
-        rest = sympy.expand(expanded - sum(c * x for c, x in zip(coeffs, xs, strict=True)))
-        if rest.free_symbols & set(xs) or any(c.free_symbols & set(xs) for c in coeffs):
-            return False
-        k = coeffs[-1]
-        if any(sympy.expand(c - k * s) != 0 for c, s in zip(coeffs, strides, strict=True)):
-            return False
-    return True
+    xs = set(index_vars("x", len(ranges)))
+    affine = all(
+        not (sympy.expand(e).coeff(x).free_symbols & xs) for e in exprs for x in xs
+    )
+    return affine and row_major_from(exprs, ranges) == 0
 
 
 def transposed(expr: sympy.Expr, inner: sympy.Symbol, across: sympy.Symbol) -> bool:
