@@ -97,7 +97,38 @@ def _to_dtype(dtype: torch.dtype) -> list[Probe]:
                 "to_dtype", dtype, "dtype", f"to_{dtype_name(dst)}", body, {"a0": x}, want, tol=tol
             )
         )
+    if dtype in (torch.float16, torch.bfloat16):
+        probes.append(_round_computed(dtype))
     return probes
+
+
+@dataclass(frozen=True)
+class RoundComputedBody(BodyBase):
+    """o0[x] = to_dtype(a0[x] * a0[x], dtype) * a1[x]: a 16-bit value computed by an op is held
+    unrounded, and `to_dtype` to its own dtype rounds it (how the lowering rounds an op's result
+    as eager does, docs/conventions.md)."""
+
+    dtype: torch.dtype = torch.float16
+
+    def __call__(self, ops: OpHandler[Any], x: Idx, r: Idx) -> None:
+        a = ops.load(self.buf("a0"), x[0])
+        square = ops.to_dtype(ops.mul(a, a), self.dtype, src_dtype=self.dtype)
+        ops.store(self.buf("o0"), x[0], ops.mul(square, ops.load(self.buf("a1"), x[0])))
+
+
+def _round_computed(dtype: torch.dtype) -> Probe:
+    seed = seed_of("to_dtype", dtype, "computed")
+    # squares that overflow the dtype (inf when rounded, finite float32 otherwise), then halved
+    big = 300.0 if dtype == torch.float16 else 1.5e19
+    a = generate("any", dtype, (64,), seed).nan_to_num(0.0, 1.0, -1.0)
+    a[:16] = torch.linspace(0.8, 1.2, 16).to(dtype) * big
+    b = torch.full((64,), 0.5, dtype=dtype)
+    b[48:] = generate("any", dtype, (16,), seed + 1).nan_to_num(0.0, 2.0, -2.0)
+    want = {"o0": (a * a) * b}
+    return _probe(
+        "to_dtype", dtype, "dtype", "round_computed", RoundComputedBody(dtype=dtype),
+        {"a0": a, "a1": b}, want, ranges=(64,), tol=EXACT,
+    )
 
 
 _BITCAST = {

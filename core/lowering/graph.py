@@ -36,6 +36,7 @@ from polyduct.lowering.fx_nodes import (
     written_back,
 )
 from polyduct.lowering.output_views import eager_strided, overlapping_view, stored_like_input
+from polyduct.lowering.precision import round_result
 from polyduct.lowering.sizes import meta_layout, realize_like_eager, size_value, sym_expr
 from polyduct.overrides import OpOverride, Resolver
 from polyduct.overrides import extern_op as scoped_extern
@@ -391,7 +392,7 @@ class GraphLowering:
                 self.accelerator if node in self.moved else None,
             )
             try:
-                return fn(ctx, *args, **kwargs)
+                return round_result(fn(ctx, *args, **kwargs), node, name)
             except Fallback as why:
                 self.report.add(name, str(why) or "lowering declined")
         return extern_call(self.graph, node, name, args, kwargs)

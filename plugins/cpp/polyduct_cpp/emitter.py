@@ -252,9 +252,9 @@ class Emitter:
         return f"static_cast<{compute_type(dtype)}>({value.name})"
 
     def convert(self, x: Value, dtype: torch.dtype) -> str:
-        """`to_dtype` semantics: bool is != 0, 16-bit floats round, float -> int truncates."""
-        if dtype == torch.bool or (dtype in LOW_PRECISION and x.dtype == dtype):
-            return f"static_cast<bool>({x})" if dtype == torch.bool else x.name
+        """`to_dtype` semantics: bool is != 0, 16-bit floats round (16-bit ones too), trunc to int."""
+        if dtype == torch.bool:
+            return f"static_cast<bool>({x})"
         ctype = compute_type(dtype)
         value = f"static_cast<{ctype}>({x})"
         if dtype.is_floating_point and not x.dtype.is_floating_point and x.dtype != torch.bool:
