@@ -107,6 +107,37 @@ def test_changing_sizes_match_float64_eager(name: str) -> None:
         assert verdict.ok, f"size {size}: {verdict.error}"
 
 
+@pytest.mark.parametrize("cache", ["dynamic", "static"])
+def test_generation_with_a_kv_cache_matches_eager(cache: str) -> None:
+    """`generate` with a compiled forward, as LLMs are served: a prompt with left padding, then
+    one token per call against a growing cache (`dynamic`: new shapes each step) or one written
+    in place at a position (`static`: `index_copy_` into graph inputs)."""
+    import transformers
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        pad_token_id=0, eos_token_id=127,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ids = torch.randint(1, 127, (2, 9))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    kw = {"attention_mask": mask, "max_new_tokens": 6, "do_sample": False, "pad_token_id": 0,
+          "output_scores": True, "return_dict_in_generate": True}
+    if cache == "static":
+        kw["cache_implementation"] = "static"
+    with torch.no_grad():
+        want = model.generate(ids, **kw)
+        torch._dynamo.reset()
+        model.forward = torch.compile(model.forward, backend="polyduct", options={"kernels": "cpp"})
+        got = model.generate(ids, **kw)
+    assert torch.equal(got.sequences, want.sequences)
+    for step, (a, b) in enumerate(zip(got.scores, want.scores, strict=True)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=f"step {step}")
+
+
 def test_judge_passes_eager_like_error_and_fails_a_wrong_result() -> None:
     ref = torch.randn(64, 64, dtype=torch.float64)
     eager = ref.float()
