@@ -20,7 +20,7 @@ import torch.utils._pytree as pytree
 from polyduct.errors import LoweringError
 from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorValue
 from polyduct.lowering.sizes import meta_layout, realize_like_eager
-from polyduct.wrapper.ir import Ref
+from polyduct.wrapper.ir import OpRef, Ref
 from polyduct.wrapper.library import RESTRIDE
 
 
@@ -32,10 +32,12 @@ def extern_call(
     kwargs: Mapping[str, Any],
     effect_only: bool = False,
     layout: Layout | None = None,
+    returns: Any = None,
 ) -> Any:
     """Lower `node` as a library call of aten `op`; returns its result value(s) (none when
     `effect_only`: the call runs for its effect, whatever `node` returns). A tensor result is
-    held to `layout` where given, else to its fake tensor's."""
+    held to `layout` where given, else to its fake tensor's. `returns`: the fake result `op`
+    returns, where it is not the node's (a flat tuple for a nested one)."""
     views: list[tuple[str, StorageView]] = []
     fx_args = node.args if len(node.args) == len(args) else (None,) * len(args)
     metas = [_meta(f) for f in fx_args]
@@ -47,7 +49,7 @@ def extern_call(
         for k, v in kwargs.items()
         if not isinstance(v, (torch.memory_format, torch.layout))  # defaults suit fresh results
     )
-    val = None if effect_only else node.meta.get("val")
+    val = None if effect_only else node.meta.get("val") if returns is None else returns
     follows = _laid_out_otherwise(graph, c_args, views) or _strided_otherwise(
         graph, c_args, metas, views
     )
@@ -84,7 +86,7 @@ def extern_call(
             graph.new_name("node"), op, c_args, c_kwargs, result, tuple(outs), True, tuple(views)
         )
     )
-    used = _used_elements(node, len(values))
+    used = set(range(len(values))) if returns is not None else _used_elements(node, len(values))
     return tuple(
         None
         if v is None
@@ -231,6 +233,8 @@ def _constant(
         return value
     if isinstance(value, torch.device):
         return value
+    if isinstance(value, torch._ops.OpOverload):
+        return OpRef(str(value))
     raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
 
 

@@ -26,8 +26,16 @@ class Ref:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class OpRef:
+    """An op passed to a library call as an argument, by qualified name (`aten.mm.default`):
+    what torch's rng-state wrappers run."""
+
+    name: str
+
+
 Constant: TypeAlias = (
-    "None | bool | int | float | str | torch.dtype | torch.device | Ref | sympy.Expr"
+    "None | bool | int | float | str | torch.dtype | torch.device | Ref | OpRef | sympy.Expr"
     " | tuple[Constant, ...]"
 )
 """An extern-call argument. A `sympy.Expr` is a size expression over size symbols (`64*s0`),

@@ -6,11 +6,15 @@ else a copy of it into `size`/`stride`. A library call's result may have other s
 meta function promised (a CUDA convolution follows its input's memory format, the CPU flash
 attention returns row-major): generated kernels index by the promised strides, so they are made
 true, at the cost of a copy only where they are not.
+
+`polyduct.run_and_save_rng_state` and `polyduct.run_with_rng_state` (Python functions, not
+registered ops) run torch's rng-state wrappers of the same names with a flat result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -41,5 +45,29 @@ _LIBRARY.define("restride(Tensor self, SymInt[] size, SymInt[] stride) -> Tensor
 _LIBRARY.impl("restride", restride, "CompositeExplicitAutograd")
 torch.library.register_fake(f"{NAMESPACE}::restride", _restride_fake, lib=_LIBRARY)
 
-# What the core's Python wrapper calls directly for these ops (`wrapper.runtime.resolve_op`).
-DIRECT = {RESTRIDE: restride}
+RUN_AND_SAVE_RNG_STATE = f"{NAMESPACE}.run_and_save_rng_state.default"
+RUN_WITH_RNG_STATE = f"{NAMESPACE}.run_with_rng_state.default"
+
+
+def run_and_save_rng_state(op: Any, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """torch's `run_and_save_rng_state(op, ...)`, its result flattened: (the generator state
+    before the call, *op's results). AOTAutograd wraps a random op of an activation-checkpointed
+    region in it, so that the backward's recomputation (`run_with_rng_state`) draws the same
+    numbers; wrapper IR results are one tensor or a flat tuple."""
+    state, result = torch.ops.higher_order.run_and_save_rng_state(op, *args, **kwargs)
+    return (state, *result) if isinstance(result, (tuple, list)) else (state, result)
+
+
+def run_with_rng_state(state: torch.Tensor, op: Any, *args: Any, **kwargs: Any) -> Any:
+    """torch's `run_with_rng_state`: `op` run with the generator set to `state`, then restored."""
+    return torch.ops.higher_order.run_with_rng_state(state, op, *args, **kwargs)
+
+
+# Library functions with no registered op (an op argument has no schema type): every wrapper
+# calls them as Python functions.
+UNREGISTERED: dict[str, Callable[..., Any]] = {
+    RUN_AND_SAVE_RNG_STATE: run_and_save_rng_state,
+    RUN_WITH_RNG_STATE: run_with_rng_state,
+}
+# What the core's Python wrapper calls directly (`wrapper.runtime.resolve_op`).
+DIRECT: dict[str, Callable[..., Any]] = {RESTRIDE: restride, **UNREGISTERED}

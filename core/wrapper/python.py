@@ -46,6 +46,7 @@ from polyduct.wrapper.ir import (
     KernelDefinition,
     Line,
     MultiOutput,
+    OpRef,
     Ref,
     ReinterpretView,
     Reuse,
@@ -200,6 +201,8 @@ class _Renderer:
                 return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
             case Ref(name=name):
                 return self.names(name, "buf")
+            case OpRef(name=name):
+                return self.extern(name)
         raise WrapperError(NAME, value, "not a Wrapper IR constant")
 
     def extern(self, op: str) -> str:

@@ -141,3 +141,29 @@ def test_dynamic_shapes_views_pools_scans(backends: tuple[str, str], device: str
     allowed = 1 if TorchVersion(torch.__version__) >= "2.13" else 3
     assert len(graphs) <= allowed, f"recompiled: {len(graphs)} graphs"
     assert not [op for g in graphs for op in g.report.ops()]
+
+
+def _checkpointed(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def region(x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(x * w, 0.5, training=True).sin()
+
+    return torch.utils.checkpoint.checkpoint(region, x, use_reentrant=False)
+
+
+def test_activation_checkpointing_replays_random_ops(backends: tuple[str, str], device: str) -> None:
+    """A random op in a checkpointed region: AOTAutograd wraps it in `run_and_save_rng_state`
+    and the backward's recomputation in `run_with_rng_state`, which replays its numbers (the
+    model suites' gradient checkpointing). The gradient must use the forward's dropout mask."""
+    torch.manual_seed(0)
+    x = torch.randn(64, 33, device=device, requires_grad=True)
+    w = torch.randn(33, device=device)
+    compiled, graphs = compile_fn(_checkpointed, backends)
+    out = compiled(x, w)
+    out.backward(torch.ones_like(out))
+    kept = out != 0
+    assert 0.3 < kept.float().mean() < 0.7
+    scaled = 2 * x.detach() * w  # what dropout keeps, scaled by 1 / (1 - p)
+    assert_same(out, torch.where(kept, scaled.sin(), 0.0), atol=1e-5)
+    want = torch.where(kept, 2 * w * scaled.cos(), 0.0)
+    assert_same(x.grad, want, atol=1e-4)
+    assert len(graphs) == 2

@@ -37,6 +37,7 @@ from polyduct.wrapper.ir import (
     KernelDefinition,
     Line,
     MultiOutput,
+    OpRef,
     Ref,
     ReinterpretView,
     Reuse,
@@ -161,6 +162,8 @@ class FxConverter:
         """An extern-call argument as an FX argument (references become nodes)."""
         if isinstance(value, Ref):
             return self.value(value.name)
+        if isinstance(value, OpRef):
+            return resolve_op(value.name)
         if isinstance(value, sympy.Basic):
             return self.sym.emit(value)
         if isinstance(value, tuple):

@@ -16,6 +16,7 @@ import torch.fx
 from polyduct.codegen import identifier
 from polyduct.errors import UnknownName
 from polyduct.kernel import KernelFn
+from polyduct.wrapper import library
 from polyduct.wrapper.runtime import assert_input
 
 WRAPPER = "fx"
@@ -61,8 +62,11 @@ def check_input(
 torch.fx.node.has_side_effect(check_input)
 
 
-def resolve_op(qualname: str) -> torch._ops.OpOverload:
-    """`torch.ops.<ns>.<op>.<overload>` for a qualified name such as `aten.mm.default`."""
+def resolve_op(qualname: str) -> Any:
+    """`torch.ops.<ns>.<op>.<overload>` for a qualified name such as `aten.mm.default`, or one
+    of the core's library functions that are no registered op (`library.UNREGISTERED`)."""
+    if qualname in library.UNREGISTERED:
+        return library.UNREGISTERED[qualname]
     parts = qualname.split(".")
     if len(parts) != 3:
         raise UnknownName("aten overload", qualname, ())
