@@ -50,6 +50,11 @@ def compile_and_package(
     if opts.wrapper != "python":
         raise InvalidOption("polyduct.aot", "wrapper", opts.wrapper, "python (packaged wrapper)")
     compiled = compile_exported(exported, options).compiled  # type: ignore[attr-defined]
+    if any(isinstance(a, torch.nn.Module) for a in compiled.attrs):
+        raise InvalidOption(
+            "polyduct.aot", "exported", "a higher-order op (torch.cond, flex_attention, ...)",
+            "programs without subgraphs (they run in eager, and a package holds no Python code)",
+        )
     signature, stored = _signature(exported)
     _run_once(compiled, exported, signature["inputs"], stored)
     members = {WRAPPER: compiled.source.encode()}

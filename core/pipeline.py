@@ -347,7 +347,7 @@ class CompiledGraph:
     graph_index: int = 0
     # What `fn` adds around the wrapper's `call` (for AOT packages, which rebuild it): the graph's
     # tensor constants appended to the arguments, and non-tensor outputs put back in place.
-    attrs: tuple[torch.Tensor, ...] = ()
+    attrs: tuple[torch.Tensor | torch.nn.Module, ...] = ()  # constants, subgraphs
     constant_outputs: Mapping[int, Any] = field(default_factory=dict)
     output_count: int = 0
 
@@ -408,7 +408,7 @@ def _take_constant_outputs(graph: IRGraph) -> dict[int, Any]:
     return constants
 
 
-def _with_attrs(fn: Callable[..., Any], attrs: tuple[torch.Tensor, ...]) -> Callable[..., Any]:
+def _with_attrs(fn: Callable[..., Any], attrs: tuple[Any, ...]) -> Callable[..., Any]:
     """`fn` with the graph's tensor constants (`get_attr`) appended to its arguments."""
     if not attrs:
         return fn

@@ -218,3 +218,18 @@ def test_dynamic_dimensions_stay_dynamic(tmp_path: Path) -> None:
         torch.testing.assert_close(prog(x), model(x))
     with pytest.raises(InputMismatch, match="expected"):
         prog(torch.randn(5, 9))
+
+
+class _Branching(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.sin(), lambda t: t.cos(), (x,))
+
+
+def test_a_program_with_subgraphs_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    """A higher-order op's subgraphs run in eager (Python code): no package can hold them."""
+    from polyduct.errors import InvalidOption
+
+    exported = torch.export.export(_Branching(), (torch.randn(3, 4),))
+    with pytest.raises(InvalidOption, match="higher-order op"):
+        compile_and_package(exported, tmp_path / "cond.pdx")
+    assert not (tmp_path / "cond.pdx").exists()

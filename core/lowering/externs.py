@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sympy
@@ -22,6 +22,30 @@ from polyduct.ir import ExternNode, IRGraph, Layout, Lazy, StorageView, TensorVa
 from polyduct.lowering.sizes import meta_layout, realize_like_eager
 from polyduct.wrapper.ir import OpRef, Ref
 from polyduct.wrapper.library import RESTRIDE
+
+
+@dataclass(frozen=True)
+class ModuleArgument:
+    """A submodule of the graph (a higher-order op's subgraph) as a library call's argument:
+    bound as a trailing graph input at call time, as tensor constants are."""
+
+    name: str
+
+
+def is_higher_order(node: torch.fx.Node) -> bool:
+    """Whether `node` calls a higher-order op (`torch.cond`, `flex_attention`, ...)."""
+    return isinstance(node.target, torch._ops.HigherOrderOperator)
+
+
+def higher_order_call(
+    graph: IRGraph, node: torch.fx.Node, args: Sequence[Any], kwargs: Mapping[str, Any],
+    report: Any,
+) -> Any:
+    """A higher-order op as a library call of the op itself: its subgraphs (`ModuleArgument`s)
+    run in eager, unfused."""
+    target: Any = node.target
+    report.add(str(target), "higher-order op: library call, its subgraphs run in eager")
+    return extern_call(graph, node, f"higher_order.{target.name()}", args, kwargs)
 
 
 def extern_call(
@@ -231,10 +255,14 @@ def _constant(
         return _size(value)
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {k: _constant(graph, v, views, op, node) for k, v in value.items()}
     if isinstance(value, torch.device):
         return value
     if isinstance(value, torch._ops.OpOverload):
         return OpRef(str(value))
+    if isinstance(value, ModuleArgument):
+        return Ref(value.name)
     raise LoweringError(op, node.name, f"argument {value!r} cannot be passed to an extern call")
 
 

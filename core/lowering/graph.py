@@ -25,9 +25,9 @@ from polyduct.errors import LoweringError
 from polyduct.handlers.count import OpCounter
 from polyduct.indexing import index_vars
 from polyduct.ir import ComputeNode, IRGraph, Layout, Lazy, StorageView
-from polyduct.lowering import layouts
+from polyduct.lowering import externs, layouts
 from polyduct.lowering.devices import accelerator, library_only_dtype, moved_scalars
-from polyduct.lowering.externs import extern_call, transfer
+from polyduct.lowering.externs import ModuleArgument, extern_call, transfer
 from polyduct.lowering.fx_nodes import (
     is_view,
     mutates,
@@ -166,7 +166,7 @@ class GraphLowering:
         self.seeds: list[str] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.input_names: list[str] = []
-        self.attrs: dict[str, torch.Tensor] = {}  # tensor constants, passed as trailing inputs
+        self.attrs: dict[str, torch.Tensor | torch.nn.Module] = {}  # constants: trailing inputs
         self.accelerator: torch.device | None = None
         self.moved: set[torch.fx.Node] = set()
         self.written_back: dict[torch.fx.Node, torch.Tensor] = {}
@@ -258,10 +258,14 @@ class GraphLowering:
         return False
 
     def _get_attr(self, node: torch.fx.Node) -> Any:
-        """A tensor constant of the module: a trailing graph input bound at call time."""
+        """A tensor constant or a submodule (a subgraph): a trailing input bound at call time."""
         value = self.module
         for part in str(node.target).split("."):
             value = getattr(value, part)
+        if isinstance(value, torch.nn.Module):
+            name = f"subgraph_{len(self.attrs)}"
+            self.attrs[name] = value
+            return ModuleArgument(name)
         if not isinstance(value, torch.Tensor):
             raise LoweringError("get_attr", node.name, f"constant {type(value).__name__}")
         device = None
@@ -365,6 +369,8 @@ class GraphLowering:
             return self._override(node, name, label, override)
         args = _convert(self._args(node.args))
         kwargs = _convert(self._args(node.kwargs))
+        if externs.is_higher_order(node) and name not in self.lowerings:
+            return externs.higher_order_call(self.graph, node, args, kwargs, self.report)
         convolution = node.target is layouts.CONVOLUTION and name not in self.lowerings
         if convolution and node in self.channels_last:
             return layouts.channels_last_convolution(self.graph, node, args, kwargs)

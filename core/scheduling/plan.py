@@ -52,8 +52,8 @@ def _refs(values: Sequence[Any], into: set[str]) -> None:
     for v in values:
         if isinstance(v, Ref):
             into.add(v.name)
-        elif isinstance(v, tuple):
-            _refs(v, into)
+        elif isinstance(v, (tuple, dict)):
+            _refs(tuple(v.values()) if isinstance(v, dict) else v, into)
 
 
 def _readers(items: Sequence[Item], graph: IRGraph) -> dict[str, set[int]]:

@@ -36,10 +36,10 @@ class OpRef:
 
 Constant: TypeAlias = (
     "None | bool | int | float | str | torch.dtype | torch.device | Ref | OpRef | sympy.Expr"
-    " | tuple[Constant, ...]"
+    " | tuple[Constant, ...] | dict[str, Constant]"
 )
 """An extern-call argument. A `sympy.Expr` is a size expression over size symbols (`64*s0`),
-evaluated where the call runs."""
+evaluated where the call runs; a dict has string keys (a higher-order op's options)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,8 +49,8 @@ def _refs(value: Constant) -> Iterable[str]:
         yield value.name
     elif isinstance(value, sympy.Basic):
         yield from _expr_names((value,))
-    elif isinstance(value, tuple):
-        for item in value:
+    elif isinstance(value, (tuple, dict)):
+        for item in value.values() if isinstance(value, dict) else value:
             yield from _refs(item)
 
 

@@ -199,6 +199,9 @@ class _Renderer:
             case tuple():
                 items = [self.constant(v) for v in value]
                 return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+            case dict() if all(isinstance(k, str) for k in value):
+                pairs = (f"{string_literal(k)}: {self.constant(v)}" for k, v in value.items())
+                return f"{{{', '.join(pairs)}}}"
             case Ref(name=name):
                 return self.names(name, "buf")
             case OpRef(name=name):

@@ -74,7 +74,9 @@ def test_small_scalar_powers_round_as_eager(
     compiled, _ = compile_fn(lambda x: x.pow(exponent), backends)
     edges = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-30, -3e38, 7.0])
     x = torch.cat([torch.randn(997) * 40, edges]).to(device)
-    exact = backends[0] == "cpp"
+    # x ** 0.5 is a correctly rounded sqrt; eager's vectorised loop is 1 ulp off it on some
+    # elements (25.7692 ** 0.5), its scalar loop is not: no backend can match both
+    exact = backends[0] == "cpp" and exponent != 0.5
     tol = {"rtol": 0.0, "atol": 0.0} if exact else {"rtol": 1e-6, "atol": 0.0}
     torch.testing.assert_close(compiled(x), x.pow(exponent), equal_nan=True, **tol)
     i = torch.randint(-50, 50, (301,), device=device)

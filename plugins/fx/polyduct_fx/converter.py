@@ -166,8 +166,10 @@ class FxConverter:
             return resolve_op(value.name)
         if isinstance(value, sympy.Basic):
             return self.sym.emit(value)
-        if isinstance(value, tuple):
-            return [self.constant(v) for v in value]
+        if isinstance(value, tuple):  # a tuple: higher-order ops concatenate them
+            return tuple(self.constant(v) for v in value)
+        if isinstance(value, dict):
+            return {key: self.constant(v) for key, v in value.items()}
         return value
 
     def sizes(self, exprs: Sequence[sympy.Expr]) -> list[SymValue]:

@@ -68,6 +68,11 @@ def resolve_op(qualname: str) -> Any:
     if qualname in library.UNREGISTERED:
         return library.UNREGISTERED[qualname]
     parts = qualname.split(".")
+    if len(parts) == 2 and parts[0] == "higher_order":  # no overloads
+        try:
+            return getattr(torch.ops.higher_order, parts[1])
+        except AttributeError as err:
+            raise UnknownName("higher-order op", qualname, ()) from err
     if len(parts) != 3:
         raise UnknownName("aten overload", qualname, ())
     namespace, op, overload = parts

@@ -23,7 +23,8 @@ Resolve = Callable[[str], SymValue]
 
 
 class SymEmitter:
-    """Emits sympy integer expressions into `graph`; `resolve(name)` gives a symbol's value."""
+    """Emits sympy size expressions (integers, and quotients of sizes) into `graph`;
+    `resolve(name)` gives a symbol's value."""
 
     def __init__(self, graph: torch.fx.Graph, resolve: Resolve) -> None:
         self.graph, self.resolve = graph, resolve
@@ -73,6 +74,8 @@ _FUNCTIONS: Mapping[type, Callable[..., Any]] = {
     torch_sympy.Max: torch.sym_max,  # what torch's shape environment produces
     torch_sympy.Min: torch.sym_min,
     sympy.Pow: operator.pow,
+    torch_sympy.IntTrueDiv: operator.truediv,  # a float of sizes: an interpolation's scale
+    torch_sympy.FloatTrueDiv: operator.truediv,
 }
 
 
