@@ -196,8 +196,9 @@ HOST_SYNC_OPS = frozenset({
     "aten.equal.default", "aten.is_nonzero.default", "aten._unique2.default",
     "aten.unique_dim.default", "aten.unique_consecutive.default",
     "aten.repeat_interleave.Tensor",
+    "cond", "while_loop",  # higher-order ops run in eager read their predicate on the host
 })
-"""aten ops that wait for the GPU to hand a value to the host."""
+"""aten ops (and higher-order ops) that wait for the GPU to hand a value to the host."""
 
 
 def host_sync(gm: torch.fx.GraphModule) -> str | None:

@@ -184,6 +184,8 @@ def test_host_synchronisations_are_found_before_recording() -> None:
     assert "_local_scalar_dense" in str(host_sync(traced(_item)))
     assert "nonzero" in str(host_sync(traced(lambda a: [a.nonzero()])))
     assert host_sync(traced(lambda a: [a.sin() * 2])) is None
+    branch = traced(lambda a: [torch.cond(a.sum() > 0, torch.sin, torch.cos, (a,))])
+    assert "cond synchronises" in str(host_sync(branch))
 
 
 @cuda
