@@ -404,3 +404,16 @@ def test_half_precision_intermediate_overflows_as_eager(backend: str, dtype: tor
     x = torch.tensor([0.003, 0.004, 1e-3, 2.0, 1e-20, 1.37, -5.1, 1.2], dtype=torch.float32).to(dtype)
     compiled = torch.compile(fn, backend="polyduct", options={"kernels": backend})
     assert torch.equal(compiled(x), fn(x))
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_running_sum_accumulates_as_eager_on_the_cpu(backend: str) -> None:
+    # Eager's CPU cumsum and cumprod of float32 accumulate in float64: after 1e4 ... -1e4 the
+    # sum is the small values' exactly, where a float32 one keeps 1e-3 of error (cpp seed
+    # 10709, program 6391: a lerp of it differed by 3e-3)
+    x = torch.tensor([1e4, -0.5058, -0.7204, -1.0, -3.6851, 0.1883, 1.0239, 1.1924, 2.5822,
+                      -1e4, 1e-38, 2.1667, -3.8572])
+    compiled = torch.compile(lambda t: (t.cumsum(0), (1 + t / 1e5).cumprod(0)), backend="polyduct",
+                             options={"kernels": backend})
+    for got, want in zip(compiled(x), (x.cumsum(0), (1 + x / 1e5).cumprod(0)), strict=True):
+        assert torch.equal(got, want)
