@@ -93,6 +93,7 @@ class LoweringContext:
     sort_limits: Mapping[str, int] = field(default_factory=dict)  # the kernel backend's caps
     # where this node's CPU scalar result is computed, when not on the CPU (see `devices.moved_scalars`)
     scalar_device: torch.device | None = None
+    channels_last: frozenset[torch.fx.Node] = frozenset()  # the layout plan (lowering.layouts)
 
     @property
     def meta(self) -> Any:
@@ -389,14 +390,9 @@ class GraphLowering:
         elif (odd := library_only_dtype(node)) is not None:
             self.report.add(name, f"{odd} values: no kernel backend computes them; library call")
         else:
-            ctx = LoweringContext(
-                self.graph,
-                node,
-                self.seeds,
-                self.report,
-                self.sort_limits,
-                self.accelerator if node in self.moved else None,
-            )
+            moved = self.accelerator if node in self.moved else None
+            ctx = LoweringContext(self.graph, node, self.seeds, self.report, self.sort_limits,
+                                  moved, self.channels_last)
             try:
                 return round_result(fn(ctx, *args, **kwargs), node, name)
             except Fallback as why:

@@ -19,6 +19,7 @@ import sympy
 import torch
 
 from polyduct.ir import Expr, Lazy, TensorValue
+from polyduct.lowering import layouts
 from polyduct.lowering.graph import Fallback, LoweringContext, LoweringFn
 from polyduct.lowering.values import Ops, cast, is_tensor, lazy
 
@@ -159,7 +160,7 @@ def _window_input(ctx: LoweringContext, x: TensorValue, window: int) -> TensorVa
     reads `window` input elements, and a lazy input would be recomputed for every one of them
     (ResNet's batch norm and ReLU nine times per max-pooled element, a sqrt and a divide each)."""
     if isinstance(x, Lazy) and x.cost > WINDOW_INLINE_COST and window > 1:
-        return ctx.graph.realize(x)
+        return layouts.realize_planned(ctx.graph, x, ctx.node.args[0], ctx.channels_last)
     return x
 
 

@@ -61,6 +61,27 @@ def test_returned_convolution_keeps_eager_strides(backends: tuple[str, str]) -> 
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
 
 
+def _conv_bn_pool(x: torch.Tensor, w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    h = F.relu(F.conv2d(x, w, padding=1) * scale.view(1, -1, 1, 1) + 0.1)
+    return F.conv2d(F.max_pool2d(h, 2), w.new_ones(4, 16, 1, 1)).mean(dim=(2, 3))
+
+
+def test_a_graph_input_read_several_times_is_copied_channels_last(
+    backends: tuple[str, str],
+) -> None:
+    """The small CNN's first 3x3 convolution (stride 1) reads each input pixel nine times: its
+    image is copied channels-last; the normalised, activated map its max pool reads is stored
+    channels-last too (it was row-major between two channels-last values)."""
+    w, scale = _weights((16, 3, 3, 3))[0], torch.rand(16) + 0.5
+    x = torch.randn(2, 3, 12, 10)
+    x[1, 2, 3, 4] = float("nan")
+    graphs = check(lambda t: _conv_bn_pool(t, w, scale), backends, x, atol=1e-4)
+    source = _sources(graphs)
+    assert "(360, 1, 30, 3)" in source  # the image, (2, 3, 12, 10) channels-last
+    assert "(1920, 1, 160, 16)" in source  # the pooled map, (2, 16, 12, 10) channels-last
+    assert "(1920, 120, 10, 1)" not in source
+
+
 def test_dense_convolutions_stay_nchw(backends: tuple[str, str]) -> None:
     """3x3 convolutions over few pixels would copy more weight elements than they compute:
     the plan declines, and no channels-last buffer is made."""
