@@ -70,7 +70,7 @@ def test_no_program_converts_a_raw_float_to_an_integer() -> None:
     # program 1893: eager gave INT64_MIN for -inf, the C++ kernel 0). Like a cast, it must go
     # through nan_to_num and a clamp first.
     copies = 0
-    for index in (1893, *range(250)):
+    for index in (1893, *range(400)):
         program = generate(9001, index, FUZZ_DTYPES)
         values = shadow_values(program)
         for stmt in program.stmts:
@@ -101,9 +101,9 @@ def test_no_training_program_sorts_unstably() -> None:
 def test_no_program_takes_the_top_zero_of_a_0d_tensor() -> None:
     # eager's CUDA topk returns before writing anything when k is 0, leaving a 0-d input's
     # one-element result unwritten, where the CPU's holds the element (CUDA seed 43, program
-    # 132: eager and polyduct read two different stale values); program 575 of today's
+    # 132: eager and polyduct read two different stale values); program 813 of today's
     # generator takes the top of a 0-d tensor
-    program = generate(43, 575, FUZZ_DTYPES)
+    program = generate(43, 813, FUZZ_DTYPES)
     values = shadow_values(program)
     topks = [s for s in program.stmts if s.expr.startswith("torch.topk(")]
     assert topks

@@ -15,14 +15,24 @@ SAME_SIZE_VIEWS = {
 }
 
 
-def _bound(g: Gen, size: int) -> str:
+def _of_size(g: Gen, x: Val, d: int) -> str:
+    """An index written with the size of `x`'s dim `d` (`-(n // 2 + 1)`): under dynamic shapes
+    an expression of a size symbol whose sign only the sizes settle (Longformer's chunks)."""
+    n = f"{x.name}.shape[{d}]"
+    return g.choice((f"-{n}", f"{n} // 2", f"-({n} // 2 + 1)", f"{n} - 1", f"-({n} + 1)"))
+
+
+def _bound(g: Gen, x: Val, d: int) -> str:
+    if g.chance(0.2):
+        return _of_size(g, x, d)
+    size = x.shape[d]
     return str(g.rng.randint(-size - 1, size + 1)) if g.chance(0.7) else ""
 
 
 def _slice(g: Gen, x: Val) -> str:
     d = g.rng.randrange(x.rank)
     step = g.choice((1, 1, 2, 3))
-    parts = [":"] * d + [f"{_bound(g, x.shape[d])}:{_bound(g, x.shape[d])}" +
+    parts = [":"] * d + [f"{_bound(g, x, d)}:{_bound(g, x, d)}" +
                          (f":{step}" if step != 1 else "")]
     if g.chance(0.3):
         parts = ["..."] + parts[d:]
@@ -84,12 +94,19 @@ def view(g: Gen) -> Emit | None:
         expr = _slice(g, x)
     elif form == "select":
         d = g.rng.randrange(r)
-        size = x.shape[d]
-        expr = f"{x.name}.select({d}, {g.rng.randint(-size, size - 1)})" if size else None
+        size, n = x.shape[d], f"{x.name}.shape[{d}]"
+        expr = None
+        if size:  # an index written with the size is in range at every size >= 1
+            index = g.choice((f"-{n}", f"{n} // 2", f"-({n} // 2) - 1")) if g.chance(0.25) else (
+                g.rng.randint(-size, size - 1))
+            expr = f"{x.name}.select({d}, {index})"
     elif form == "narrow":
         d = g.rng.randrange(r)
         start = g.rng.randint(0, x.shape[d])
         expr = f"{x.name}.narrow({d}, {start}, {g.rng.randint(0, x.shape[d] - start)})"
+        if g.chance(0.25):  # n // 3 + n // 2 <= n at every size
+            n = f"{x.name}.shape[{d}]"
+            expr = f"{x.name}.narrow({d}, {n} // 3, {n} // 2)"
     elif form == "movedim":
         expr = f"{x.name}.movedim({g.dim(x)}, {g.dim(x)})"
     elif form == "transpose":
