@@ -374,6 +374,7 @@ class GraphLowering:
             return externs.higher_order_call(self.graph, node, args, kwargs, self.report)
         convolution = node.target is layouts.CONVOLUTION and name not in self.lowerings
         if convolution and node in self.channels_last:
+            self.report.add(name, "no lowering (a library call on channels-last values)")
             return layouts.channels_last_convolution(self.graph, node, args, kwargs)
         return self._lower(node, name, args, kwargs, self.lowerings.get(name))
 
