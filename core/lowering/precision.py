@@ -16,10 +16,9 @@ from typing import Any
 
 import torch
 
+from polyduct.handlers.dtypes import LOW_PRECISION
 from polyduct.ir import Expr, Lazy
 from polyduct.ops import OpHandler
-
-LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 EXACT_OPS = frozenset(
     {
@@ -88,12 +87,22 @@ def round_result(result: Any, node: torch.fx.Node, op: str) -> Any:
     A piece of a decomposed op whose users are all pieces of the same call is not rounded: eager
     computes that op in one kernel and rounds once (`torch.xlogy`'s log and product).
     """
-    if packet(op) in EXACT_OPS or all(_call_of(u) == _call_of(node) for u in node.users):
+    if not _low_precision(result) or packet(op) in EXACT_OPS:
+        return result
+    call = _call_of(node)
+    if all(_call_of(u) == call for u in node.users):
         return result
     return _round_lazy(result)
 
 
-def _call_of(node: torch.fx.Node) -> tuple[str, ...] | None:
+def _low_precision(result: Any) -> bool:
+    """Whether `result` holds a float16/bfloat16 lazy value (most lowerings' do not)."""
+    if isinstance(result, (list, tuple)):
+        return any(_low_precision(v) for v in result)
+    return isinstance(result, Lazy) and result.dtype in LOW_PRECISION
+
+
+def _call_of(node: torch.fx.Node) -> tuple[str, ...]:
     """The user-level call `node` is (a piece of): the traced call's name and target where
     AOTAutograd's decompositions recorded it, else the node itself."""
     sources = node.meta.get("from_node") or ()
