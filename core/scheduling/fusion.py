@@ -3,7 +3,9 @@ into kernel stages (`polyduct.scheduling.plan` makes the `KernelSpec`s).
 
 Fusion rules (greedy, deterministic, each node tries only the most recent group):
 - a pointwise node joins a group whose outer space (size-1 dims dropped) equals its shape (an
-  `outer` stage) or equals outer + reduction space (an `inner` stage, a reduction epilogue);
+  `outer` stage) or equals outer + reduction space (an `inner` stage, a reduction epilogue),
+  or whose space is its shape with dims split (a layer norm's (B*S, H) output of a (B, S | H)
+  reduction: the node's coordinates are merged kernel variables);
 - a reduction joins a group with the same outer and reduction spaces (one `reduce` stage each);
 - a node may read what the group wrote only at the point being computed: reduction results are
   kernel locals (read at exactly the index the reduction stores), pointwise results only within
@@ -83,6 +85,27 @@ def _coords(ranges: Sequence[Expr], kvars: Sequence[Expr]) -> tuple[Expr, ...]:
     return tuple(sympy.Integer(0) if s == 1 else next(it) for s in ranges)
 
 
+def _merged_coords(
+    ranges: Sequence[Expr], dims: Sequence[Expr], kvars: Sequence[Expr]
+) -> tuple[Expr, ...] | None:
+    """Node coordinates where each non-unit dim of `ranges` is a run of the kernel's `dims`
+    merged (row-major), e.g. a (B*S, H) view of a (B, S | H) layer norm's output: the merged
+    coordinate is `S*x0 + x1`. None where `ranges` is not such a merge of `dims`."""
+    coords: list[Expr] = []
+    pos = 0
+    for size in ranges:
+        if size == 1:
+            coords.append(sympy.Integer(0))
+            continue
+        extent, coord, start = _ONE, sympy.Integer(0), pos
+        while pos < len(dims) and extent != size:
+            extent, coord, pos = extent * dims[pos], coord * dims[pos] + kvars[pos], pos + 1
+        if extent != size or pos == start:
+            return None
+        coords.append(coord)
+    return tuple(coords) if pos == len(dims) else None
+
+
 def _place(
     node: ComputeNode, group: Group, traces: dict[tuple[Any, ...], Access] | None = None
 ) -> Member | None:
@@ -100,6 +123,12 @@ def _place(
             x, r = _coords(node.ranges, xv), ()
         elif group.red and sq == group.outer + group.red:
             kind, x, r = "inner", _coords(node.ranges, (*xv, *rv)), ()
+        elif (merged := _merged_coords(node.ranges, group.outer, xv)) is not None:
+            kind, x, r = "outer", merged, ()
+        elif group.red and (
+            merged := _merged_coords(node.ranges, group.outer + group.red, (*xv, *rv))
+        ) is not None:
+            kind, x, r = "inner", merged, ()
         else:
             return None
     elif node.kind == "reduction":

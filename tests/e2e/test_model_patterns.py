@@ -406,3 +406,25 @@ def test_exported_metadata_checks_are_not_library_calls(
                            {"kernels": kernels, "wrapper": wrapper})
     assert_same([run(x)], [Scaled()(x)])
     assert "assert_tensor_metadata" not in run.compiled.source
+
+
+def test_normalisation_viewed_for_a_matmul_is_one_kernel(
+    backends: tuple[str, str], device: str
+) -> None:
+    """A transformer's layer norm or RMS norm before a linear layer: the linear views the
+    (batch, seq | hidden) normalised rows as (batch*seq, hidden). The statistics and the
+    normalised rows are one kernel (the (batch*seq) rows are the reduction's (batch, seq)
+    rows merged), not a reduction kernel and a second kernel that reloads its results; both
+    norms of the same rows share it."""
+
+    def fn(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> Any:
+        ln = F.layer_norm(x, (x.shape[-1],), g, b)
+        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g
+        return ln.view(-1, x.shape[-1]) @ w, rms.reshape(-1, x.shape[-1]) @ w, rms.flatten()
+
+    x = torch.randn(3, 5, 24, device=device)
+    x[0, 1, 2], x[2, 4] = float("nan"), float("inf")
+    w, g, b = (torch.randn(24, 8, device=device), torch.randn(24, device=device),
+               torch.randn(24, device=device))
+    graphs = check(fn, backends, x, w, g, b)
+    assert graphs[0].kernel_count == 1, graphs[0].kernel_count
