@@ -31,7 +31,9 @@ def _inverted_residual(x: torch.Tensor, w: list[torch.Tensor]) -> torch.Tensor:
 
 
 def _sources(graphs: list[Any]) -> str:
-    return "\n".join(g.source for g in graphs)
+    """The graphs' wrapper sources, sizes and strides written as tuples (the FX wrapper's
+    are lists)."""
+    return "\n".join(g.source for g in graphs).replace("[", "(").replace("]", ")")
 
 
 def test_depthwise_block_computes_channels_last(backends: tuple[str, str]) -> None:
