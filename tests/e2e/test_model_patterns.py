@@ -179,13 +179,43 @@ def test_arange_index_addresses_memory_directly(backends: tuple[str, str], devic
     assert "indirect_indexing" not in used, used
 
 
+def _raising(backends: tuple[str, str], device: str) -> dict[str, Any]:
+    """Options under which a failed index check raises on `device` (on a GPU, Triton's kernels
+    assert on the device by default, which ends the CUDA context)."""
+    cuda_triton = device.startswith("cuda") and backends[0] == "triton"
+    return {"kernel_options": {"index_errors": "raise"}} if cuda_triton else {}
+
+
 def test_arange_index_out_of_range_is_still_checked(backends: tuple[str, str], device: str) -> None:
     def fn(x: torch.Tensor) -> torch.Tensor:
         return x[torch.arange(x.shape[0], device=x.device) + 1] * 2
 
-    compiled, _ = compile_fn(fn, backends)
+    compiled, _ = compile_fn(fn, backends, _raising(backends, device))
     with pytest.raises(Exception, match="(?i)index"):
         compiled(torch.randn(5, device=device))
+
+
+def test_checked_gather_on_a_gpu_does_not_wait_for_it(backends: tuple[str, str], device: str) -> None:
+    """An embedding lookup's index check on a GPU is a device-side assert, as in eager and
+    Inductor: the call never synchronises (it did after each checked kernel, to raise
+    `KernelIndexError`, about a tenth of GPT-2's forward on an H100); `index_errors="raise"`
+    still waits and raises."""
+    if not device.startswith("cuda") or backends[0] != "triton":
+        pytest.skip("Triton's kernels on a GPU")
+    table, ids = torch.randn(10, 4, device=device), torch.tensor([[1, 9], [0, 3]], device=device)
+    compiled, _ = compile_fn(lambda t, i: t[i].relu() + 1, backends)
+    want = table[ids].relu() + 1
+    compiled(table, ids)  # compiles (and tunes) first
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        got = compiled(table, ids)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert_same(got, want)
+    raising, _ = compile_fn(lambda t, i: t[i] + 1, backends, _raising(backends, device))
+    with pytest.raises(Exception, match="(?i)index"):
+        raising(table, torch.tensor([10], device=device))
 
 
 def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:

@@ -34,13 +34,19 @@ class TritonOptions:
     kernel instead of one per candidate: faster to compile, possibly slower to run).
     `launcher="triton"` launches through Triton's own launcher, never torch's static CUDA
     launcher (`POLYDUCT_TRITON_LAUNCHER`); `compile_workers`: how many processes compile kernels
-    ahead of their launch (`POLYDUCT_TRITON_COMPILE_WORKERS`; None: the CPUs less one)."""
+    ahead of their launch (`POLYDUCT_TRITON_COMPILE_WORKERS`; None: the CPUs less one).
+    `index_errors` (`POLYDUCT_TRITON_INDEX_ERRORS`): what a failed index check does on a GPU.
+    `"assert"`: a device-side assert, as eager's and Inductor's kernels do, and no waiting for
+    the GPU (the CUDA context is lost when it fires); `"raise"`: the launch waits for the kernel
+    and raises `KernelIndexError` naming the kernel, the buffer, the index and the size. Under
+    the interpreter kernels always raise."""
 
     interpret: bool = False
     autotune: bool = True
     cache: Cache | None = field(default=None, compare=False)
     launcher: str = "auto"
     compile_workers: int | None = None
+    index_errors: str = "assert"
 
     def __post_init__(self) -> None:
         for name in ("interpret", "autotune"):
@@ -48,6 +54,8 @@ class TritonOptions:
                 raise InvalidOption("triton", name, getattr(self, name), "a bool")
         if self.launcher not in ("auto", "triton"):
             raise InvalidOption("triton", "launcher", self.launcher, "'auto' or 'triton'")
+        if self.index_errors not in ("assert", "raise"):
+            raise InvalidOption("triton", "index_errors", self.index_errors, "'assert' or 'raise'")
         workers = self.compile_workers
         if workers is not None and (not isinstance(workers, int) or workers < 0):
             raise InvalidOption("triton", "compile_workers", workers, "a worker count >= 0")
@@ -56,7 +64,7 @@ class TritonOptions:
     def from_mapping(cls, options: Mapping[str, Any]) -> TritonOptions:
         """Build options from a plain mapping (an environment variable's text included);
         unknown keys are refused."""
-        known = {"interpret", "autotune", "cache", "launcher", "compile_workers"}
+        known = {"interpret", "autotune", "cache", "launcher", "compile_workers", "index_errors"}
         for key in options:
             if key not in known:
                 raise InvalidOption("triton", key, options[key], f"one of {sorted(known)}")
@@ -111,6 +119,7 @@ class TritonBackend(KernelBackend):
             module = import_module_file(path, name)
             module.RUNTIME.tuning_cache = self._cache()  # tuned configs outlive the process
             module.RUNTIME.launcher = self.options.launcher
+            module.RUNTIME.index_errors = self.options.index_errors
             precompile.attach(module, early)
             loaded.append((module, path))
         precompile.submit(loaded, slice(1, None), self.options.compile_workers)
@@ -131,7 +140,9 @@ class TritonBackend(KernelBackend):
         return package.package_kernels(modules)
 
     def load_packaged(self, sources: Sequence[KernelSource], files: Path) -> dict[str, KernelFn]:
-        return package.load_packaged_kernels(sources, files, self.options.launcher)
+        return package.load_packaged_kernels(
+            sources, files, self.options.launcher, self.options.index_errors
+        )
 
     def _cache(self) -> Cache:
         return self.options.cache or default_cache()

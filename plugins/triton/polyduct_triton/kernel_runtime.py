@@ -139,6 +139,10 @@ class KernelRuntime(TuningMixin):
         # AOT package (polyduct_triton.package), its tuned configs and compiled launches.
         self.tuning_cache: Cache | None = None
         self.launcher = "auto"
+        self.index_errors = "assert"
+        # (device) -> the zeroed index-check flags of asserting launches: a failure ends the
+        # CUDA context, so they are never set and never cleared
+        self._flags: dict[torch.device, torch.Tensor] = {}
         self.packaged: Any = None
         # Set by the backend after import: (config, idx64, persistent, specialisation) -> the
         # Future of that compile in a worker process (polyduct_triton.precompile).
@@ -153,7 +157,10 @@ class KernelRuntime(TuningMixin):
         self.pending: dict[tuple[Any, ...], tuple[list[Config], list[Any]]] = {}
         # Torch's current device and stream, as Triton's CUDA driver reads them, without
         # building that driver (a C compile): packaged kernels launch where no compiler is.
-        self._device, self._device_name = torch.cuda.current_device, torch.cuda.get_device_name
+        # (`torch.cuda.current_device` checks for CUDA's lazy initialisation on every call: a
+        # launch on a CUDA tensor has initialised it)
+        self._device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+        self._device_name = torch.cuda.get_device_name
         self._stream: Any = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         self._specialisation = _specialisation
         self._torch_launcher_class = _torch_launcher_class
@@ -344,6 +351,36 @@ class KernelRuntime(TuningMixin):
             if len(self.ready) >= self.ready_max:
                 self.ready.clear()
             self.ready[device, sizes] = ready
+
+    def _asserts(self, err: torch.Tensor) -> bool:
+        # While a CUDA graph records, a host check would synchronise (and end the recording)
+        return err.is_cuda and (
+            self.index_errors == "assert" or torch.cuda.is_current_stream_capturing()
+        )
+
+    def flags(self, like: torch.Tensor | None, size: int) -> torch.Tensor:
+        """Zeroed index-check flags (3 per check: failed, index, size) for one launch on the
+        device of `like`."""
+        device = like.device if like is not None else torch.device("cpu")
+        if device.type == "cuda" and self.index_errors == "assert":
+            if torch.cuda.is_current_stream_capturing():  # the graph's own memory
+                return torch.zeros(size, dtype=torch.int64, device=device)
+            kept = self._flags.get(device)
+            if kept is None:
+                kept = self._flags[device] = torch.zeros(size, dtype=torch.int64, device=device)
+            return kept
+        return torch.zeros(size, dtype=torch.int64, device=device)
+
+    def check(self, err: torch.Tensor) -> None:
+        """After a launch: on a GPU that asserts, a device-side assert that no check failed (no
+        waiting: the launch returns at once, as eager's and Inductor's do); otherwise wait for
+        the flags and raise the first failure as `KernelIndexError` or `KernelAssertError`."""
+        failed = err.view(-1, 3)[:, 0]
+        if self._asserts(err):
+            ok = failed.eq(0) if len(failed) == 1 else failed.eq(0).all()  # one launch fewer
+            torch._assert_async(ok, f"{self.facts.name}: index out of bounds")
+        elif bool(failed.any()):
+            self.raise_index_error(err)
 
     def raise_index_error(self, err: torch.Tensor) -> None:
         """Raise the error the kernel's first failed index check (or device assert) recorded."""

@@ -6,7 +6,8 @@ and under the interpreter; for large problems on GPUs a short benchmark of at mo
 once per shape class, the others kept only where the heuristic's kernel takes 0.05 ms or more;
 where compile workers build the candidates, launches run the heuristic config until they have
 all compiled), computes its grid and launches (through torch's static CUDA launcher where it can).
-Index-check failures recorded by the kernel are raised here as `KernelIndexError`.
+Index-check failures recorded by the kernel are raised here as `KernelIndexError`, or on a GPU
+by default asserted on the device (`KernelRuntime.check`).
 
 `render_launcher` writes a module's facts, its `KernelRuntime` and its `_shape`, `jobs` and
 `launch`; the runtime they call (kernel_runtime.py) is an ordinary module every kernel imports.
@@ -158,18 +159,11 @@ def render_launcher(
         f"    sizes = ({', '.join(sizes)}{',' if sizes else ''})",
     ]
     if ctx.checks:
-        dev = tensors[0] + ".device" if tensors else '"cpu"'
-        lines.append(f"    err = torch.zeros({3 * len(ctx.checks)}, dtype=torch.int64, device={dev})")
+        like = tensors[0] if tensors else "None"
+        lines.append(f"    err = RUNTIME.flags({like}, {3 * len(ctx.checks)})")
     else:
         lines.append("    err = None")
     lines.append("    _run(tensors, sizes, xnumel, rnumel, idx64, err)")
     if ctx.checks:
-        # While a CUDA graph records, a host check would synchronise (and end the recording):
-        # the check is then a device-side assert, as Inductor's (a failure ends the process).
-        lines += [
-            "    if err.is_cuda and torch.cuda.is_current_stream_capturing():",
-            "        torch._assert_async(~err.view(-1, 3)[:, 0].any(), NAME + ': index out of bounds')",
-            "    elif bool(err.view(-1, 3)[:, 0].any()):",
-            "        RUNTIME.raise_index_error(err)",
-        ]
+        lines.append("    RUNTIME.check(err)")
     return "\n".join(lines)

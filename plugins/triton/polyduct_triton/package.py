@@ -102,10 +102,11 @@ def _target() -> dict[str, Any]:
 
 
 def load_packaged_kernels(
-    sources: Sequence[KernelSource], files: Path, launcher: str = "auto"
+    sources: Sequence[KernelSource], files: Path, launcher: str = "auto",
+    index_errors: str = "assert",
 ) -> dict[str, KernelFn]:
     """The kernels of `sources` from the packaged files under `files` (no compiler); `launcher`
-    is the backend's option of that name."""
+    and `index_errors` are the backend's options of those names."""
     index = json.loads((files / INDEX).read_text())
     target = index.get("$target")
     if target is not None:
@@ -124,6 +125,7 @@ def load_packaged_kernels(
                 module.RUNTIME.compiled[device, key] = packaged.launch(key, device)
         module.RUNTIME.packaged = packaged
         module.RUNTIME.launcher = launcher
+        module.RUNTIME.index_errors = index_errors
         kernels[src.name] = module.launch
     return kernels
 

@@ -27,6 +27,7 @@ def polyduct_kernel_backends() -> list[KernelBackendSpec]:
             environment={
                 "launcher": "POLYDUCT_TRITON_LAUNCHER",
                 "compile_workers": "POLYDUCT_TRITON_COMPILE_WORKERS",
+                "index_errors": "POLYDUCT_TRITON_INDEX_ERRORS",
             },
         )
     ]

@@ -306,3 +306,52 @@ def test_the_launcher_option_reaches_every_loaded_module(
     backend.load([src])
     loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
     assert loaded[src.name].__globals__["RUNTIME"].launcher == "triton"
+
+
+def test_the_index_errors_option_reaches_every_loaded_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`index_errors` (env POLYDUCT_TRITON_INDEX_ERRORS): what a failed index check does on a
+    GPU, set on each module's runtime at load; anything but 'assert' or 'raise' is refused."""
+    from test_precompile import specs
+
+    from polyduct.errors import InvalidOption
+    from polyduct.plugins import default_kernel_loader
+    from polyduct.wrapper.ir import KernelDefinition
+    from polyduct_triton import TritonBackend, TritonOptions
+
+    backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
+    src = backend.codegen(specs()[0])
+    assert backend.load([src])[src.name].__globals__["RUNTIME"].index_errors == "assert"
+    chosen = TritonBackend(TritonOptions(cache=Cache(tmp_path), index_errors="raise"))
+    assert chosen.load([src])[src.name].__globals__["RUNTIME"].index_errors == "raise"
+    with pytest.raises(InvalidOption, match="index_errors"):
+        TritonOptions(index_errors="ignore")
+    monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("POLYDUCT_TRITON_INDEX_ERRORS", "raise")
+    backend.load([src])
+    loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
+    assert loaded[src.name].__globals__["RUNTIME"].index_errors == "raise"
+
+
+def test_asserting_launches_keep_one_zeroed_flag_buffer_per_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A GPU launch that asserts reuses one zeroed flag buffer (a failure ends the context, so
+    it is never set); one that raises, and any CPU launch, takes fresh zeroed flags."""
+    runtime = cuda_module(tmp_path, "flags").RUNTIME
+    made: list[Any] = []
+    cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
+
+    def zeros(size: int, dtype: Any, device: Any) -> Any:
+        made.append(device)
+        return SimpleNamespace(size=size, device=device)
+
+    monkeypatch.setattr(torch, "zeros", zeros)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    assert runtime.flags(cuda_tensor, 3) is runtime.flags(cuda_tensor, 3) and len(made) == 1
+    runtime.index_errors = "raise"
+    assert runtime.flags(cuda_tensor, 3) is not runtime.flags(cuda_tensor, 3) and len(made) == 3
+    runtime.index_errors = "assert"
+    runtime.flags(SimpleNamespace(device=torch.device("cpu")), 3)
+    assert made[-1] == torch.device("cpu")
