@@ -285,34 +285,17 @@ def test_a_launch_torch_refuses_runs_on_tritons_launcher(
     assert ran == ["torch", "triton", "triton", "triton"]
 
 
-def test_the_launcher_option_reaches_every_loaded_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("option", "default", "chosen", "env"), [
+    ("launcher", "auto", "triton", "POLYDUCT_TRITON_LAUNCHER"),
+    ("index_errors", "assert", "raise", "POLYDUCT_TRITON_INDEX_ERRORS"),
+])
+def test_runtime_options_reach_every_loaded_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, default: str, chosen: str,
+    env: str,
 ) -> None:
-    """`launcher` is an option (env POLYDUCT_TRITON_LAUNCHER, read at an entry: here a
-    standalone wrapper's kernel loader), never read by the generated module itself."""
-    from test_precompile import specs
-
-    from polyduct.plugins import default_kernel_loader
-    from polyduct.wrapper.ir import KernelDefinition
-    from polyduct_triton import TritonBackend, TritonOptions
-
-    backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
-    src = backend.codegen(specs()[0])
-    assert backend.load([src])[src.name].__globals__["RUNTIME"].launcher == "auto"
-    chosen = TritonBackend(TritonOptions(cache=Cache(tmp_path), launcher="triton"))
-    assert chosen.load([src])[src.name].__globals__["RUNTIME"].launcher == "triton"
-    monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("POLYDUCT_TRITON_LAUNCHER", "triton")
-    backend.load([src])
-    loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
-    assert loaded[src.name].__globals__["RUNTIME"].launcher == "triton"
-
-
-def test_the_index_errors_option_reaches_every_loaded_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`index_errors` (env POLYDUCT_TRITON_INDEX_ERRORS): what a failed index check does on a
-    GPU, set on each module's runtime at load; anything but 'assert' or 'raise' is refused."""
+    """`launcher` and `index_errors` are options (env variables read at an entry: here a
+    standalone wrapper's kernel loader), set on each module's runtime at load, never read by
+    the generated module itself; other values are refused."""
     from test_precompile import specs
 
     from polyduct.errors import InvalidOption
@@ -322,16 +305,16 @@ def test_the_index_errors_option_reaches_every_loaded_module(
 
     backend = TritonBackend(TritonOptions(cache=Cache(tmp_path)))
     src = backend.codegen(specs()[0])
-    assert backend.load([src])[src.name].__globals__["RUNTIME"].index_errors == "assert"
-    chosen = TritonBackend(TritonOptions(cache=Cache(tmp_path), index_errors="raise"))
-    assert chosen.load([src])[src.name].__globals__["RUNTIME"].index_errors == "raise"
-    with pytest.raises(InvalidOption, match="index_errors"):
-        TritonOptions(index_errors="ignore")
+    assert getattr(backend.load([src])[src.name].__globals__["RUNTIME"], option) == default
+    picked = TritonBackend(TritonOptions(cache=Cache(tmp_path), **{option: chosen}))
+    assert getattr(picked.load([src])[src.name].__globals__["RUNTIME"], option) == chosen
+    with pytest.raises(InvalidOption, match=option):
+        TritonOptions(**{option: "other"})
     monkeypatch.setenv("POLYDUCT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("POLYDUCT_TRITON_INDEX_ERRORS", "raise")
+    monkeypatch.setenv(env, chosen)
     backend.load([src])
     loaded = default_kernel_loader()([KernelDefinition(src.name, "triton", src.source)])
-    assert loaded[src.name].__globals__["RUNTIME"].index_errors == "raise"
+    assert getattr(loaded[src.name].__globals__["RUNTIME"], option) == chosen
 
 
 def test_asserting_launches_keep_one_zeroed_flag_buffer_per_device(
