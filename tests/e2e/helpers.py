@@ -88,3 +88,14 @@ def skip_on_cuda(device: str, reason: str) -> None:
     """Skip the calling test when the suite runs on CUDA, saying why."""
     if torch.device(device).type == "cuda":
         pytest.skip(f"not run on CUDA: {reason}")
+
+
+def skip_unless_inplace(backends: tuple[str, str]) -> None:
+    """Skip the calling test where the kernel backend never writes into an input's storage
+    (`Capabilities.inplace`: Halide's pipelines do not)."""
+    from polyduct import plugins
+
+    spec = plugins.load().kernel_backends[backends[0]]
+    if not spec.backend_cls.caps.inplace:
+        pytest.skip(f"{backends[0]!r} kernels take no input's storage (caps.inplace)")
+

@@ -10,7 +10,7 @@ import torch
 
 from polyduct.wrapper.ir import Allocate, Reuse
 
-from .helpers import check, compile_fn, kernels_of
+from .helpers import check, compile_fn, kernels_of, skip_unless_inplace
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
@@ -114,6 +114,8 @@ def test_thousand_adds_compile(backends: tuple[str, str], device: str) -> None:
 
 
 def test_inplace_reuse_of_dying_buffer(backends: tuple[str, str], device: str) -> None:
+    skip_unless_inplace(backends)
+
     def fn(x: torch.Tensor) -> torch.Tensor:
         return (x.cumsum(0) * 2 + 1).sin()
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from polyduct.pipeline import CompiledGraph
 from polyduct.wrapper.ir import Allocate, KernelCall, Reuse
 
-from .helpers import check, kernels_of
+from .helpers import check, kernels_of, skip_unless_inplace
+
+
+@pytest.fixture(autouse=True)
+def _inplace_backends(request: pytest.FixtureRequest) -> None:
+    if "backends" in request.fixturenames:
+        skip_unless_inplace(request.getfixturevalue("backends"))
 
 
 def reuses(graph: CompiledGraph) -> list[tuple[str, str]]:
