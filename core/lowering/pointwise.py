@@ -235,10 +235,31 @@ def _pow(ctx: LoweringContext, a: Any, b: Any) -> Any:
     if not is_tensor(b) and isinstance(b, (int, float)) and not isinstance(b, bool):
         # The exponents eager computes without pow (ATen's pow_tensor_scalar_optimized), the
         # same way: GPT-2's GELU cubes its input, one vector pow per element before.
-        special = _POWERS.get(float(b)) if out.is_floating_point else _INT_POWERS.get(float(b))
+        special = _POWERS.get(float(b)) if out.is_floating_point else _int_power(b, out)
         if special is not None:
             return map_values(ctx, (a,), out, special)
     return map_values(ctx, (a, b), out, named_op("pow"))
+
+
+def _int_power(n: float, dtype: torch.dtype) -> Callable[..., Any] | None:
+    """x ** n of an integer x for a whole n in 0..64, by squaring: a product wraps as torch's
+    integer pow does, so it is exact, and a backend's pow by a tensor exponent (a squaring per
+    bit of the exponent's type) is not built for a constant (Halide's bounds inference walked
+    that expression as a tree of 2**32 nodes: halide seed 10801, program 2745 never compiled)."""
+    if n != int(n) or not 0 <= n <= 64:
+        return None
+
+    def power(ops: Ops, x: Any) -> Any:
+        result, base, k = None, x, int(n)
+        while True:
+            if k & 1:
+                result = base if result is None else ops.mul(result, base)
+            k >>= 1
+            if not k:
+                return ops.constant(1, dtype) if result is None else result
+            base = ops.mul(base, base)
+
+    return power
 
 
 def _cube(ops: Ops, x: Any) -> Any:
