@@ -11,7 +11,9 @@ Stage kinds:
 - `inner`: runs for every (outer, reduction) point; writes with `ops.store`.
 - `reduce`: runs for every reduction point and calls `ops.reduction`; each result goes unchanged to
   `ops.store_reduction(name, index, value)`, written once per outer point after the loop. Any
-  arithmetic on a reduced value happens in a later stage that loads it.
+  arithmetic on a reduced value happens in a later stage that loads it. Where the backend
+  declares `Capabilities.prologues`, a reduce or inner stage may begin with pointwise ops that
+  `ops.store` at the point (x, r): every such stage computes and stores the same values.
 - `scan` / `sort`: calls `ops.scan` / `ops.sort` once over the reduction dim (the values depend on
   `r`), then computes on the per-element results and writes with `ops.store`.
 
@@ -136,6 +138,11 @@ class Capabilities:
     # outputs one after another, each over the whole range (Halide's pipeline outputs), declares
     # False: there an output written first would overwrite what a later one still reads.
     inplace: bool = True
+    # Whether a `reduce` or `inner` stage may begin with pointwise ops that `ops.store` at its
+    # (outer, reduction) point: a prologue every stage computes again (a residual add and the norm
+    # that reads it, `scheduling.fusion`). A backend that builds a reduce stage from its reductions
+    # alone (Halide's) declares False.
+    prologues: bool = True
 
 
 class KernelBackend(ABC):

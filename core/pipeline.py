@@ -206,20 +206,27 @@ def schedule_kernels(c: Compilation, prog: GraphProgram) -> GraphProgram:
     assert prog.lowered is not None
     graph = prog.lowered.graph
     caps = c.plugins.kernel_backends.get(prog.kernels).backend_cls.caps
-    items = schedule_segments(graph, prog.lowered.lowering.barriers)
+    # a scoped override or a stand-in may give a kernel to another backend: prologues only where
+    # every kernel goes to this one
+    overridden = prog.resolver is not None and bool(prog.resolver.chain)
+    prologues = caps.prologues and not caps.unsupported and not overridden
+    items = schedule_segments(graph, prog.lowered.lowering.barriers, prologues)
     planned = plan(graph, items, inplace=caps.inplace)
     specs = tuple(item.spec for item in planned.items if isinstance(item, KernelPlan))
     return dataclasses.replace(prog, planned=planned, specs=specs)
 
 
-def schedule_segments(graph: IRGraph, barriers: Sequence[tuple[int, int]]) -> list[Item]:
-    """Schedule `graph`, never fusing across a barrier (an op overridden with `fuse=False`)."""
+def schedule_segments(
+    graph: IRGraph, barriers: Sequence[tuple[int, int]], prologues: bool = True
+) -> list[Item]:
+    """Schedule `graph`, never fusing across a barrier (an op overridden with `fuse=False`);
+    `prologues`: the kernel backend's `Capabilities.prologues`."""
     cuts = sorted({0, len(graph.nodes), *(i for span in barriers for i in span)})
     items: list[Item] = []
     for lo, hi in itertools.pairwise(cuts):
         part = copy.copy(graph)
         part.nodes = graph.nodes[lo:hi]
-        items += schedule(part)
+        items += schedule(part, prologues)
     return items
 
 

@@ -47,6 +47,7 @@ class Member:
     x: tuple[Expr, ...]
     r: tuple[Expr, ...]
     access: Access
+    replicated: bool = False  # a prologue: computed (and stored) again in every later stage
 
 
 @dataclass(eq=False)
@@ -206,7 +207,10 @@ def _reads_ok(member: Member, group: Group) -> bool:
             if free_symbols(index) & rv or want not in stored:
                 return False
             continue
-        if writer is not last or writer.kind != member.kind or member.kind == "reduce":
+        if writer.replicated:  # forwarded in the stages it opens, which run over r
+            if member.kind not in ("reduce", "inner"):
+                return False
+        elif writer is not last or writer.kind != member.kind or member.kind == "reduce":
             return False
         want = expanded(index)
         if all(expanded(idx) != want for n, idx in writer.access.stores if n == name):
@@ -214,8 +218,9 @@ def _reads_ok(member: Member, group: Group) -> bool:
     return True
 
 
-def schedule(graph: IRGraph) -> list[Item]:
-    """Fuse `graph`'s compute nodes into groups; externs stay in place."""
+def schedule(graph: IRGraph, prologues: bool = True) -> list[Item]:
+    """Fuse `graph`'s compute nodes into groups; externs stay in place. `prologues`: a reduction
+    may take the pointwise group before it as a prologue (`_with_prologue`)."""
     items: list[Item] = []
     for node in graph.nodes:
         if isinstance(node, ExternNode):
@@ -226,6 +231,9 @@ def schedule(graph: IRGraph) -> list[Item]:
         member = _place(node, last, traces) if last is not None else None
         if last is not None and member is not None and _reads_ok(member, last):
             last.members.append(member)
+            continue
+        if prologues and last is not None and (prologue := _with_prologue(node, last)):
+            items[-1] = prologue
             continue
         group = Group(_squeeze(node.ranges), _squeeze_red(node.reduction_ranges))
         if node.kind in ("scan", "sort"):
@@ -240,6 +248,39 @@ def schedule(graph: IRGraph) -> list[Item]:
             group.members.append(placed)
         items.append(group)
     return items
+
+
+MAX_PROLOGUE = 4  # pointwise nodes a reduction recomputes in each of its stages
+
+
+def _with_prologue(node: ComputeNode, group: Group) -> Group | None:
+    """`group`, pointwise over the reduction `node`'s whole space (outer + reduction dims), with
+    `node` joined as its reduction: the group's nodes become a prologue that every stage of the
+    new kernel computes again (stores included) before its own work, so each stage reads their
+    values as forwarded values, never from memory another stage wrote. A residual add and the
+    layer norm that reads it are one kernel (Inductor fuses them too), not two. Only where
+    `node` reads what the group wrote, and for at most MAX_PROLOGUE cheap nodes."""
+    if node.kind != "reduction" or group.red or len(group.members) > MAX_PROLOGUE:
+        return None
+    if any(m.kind != "outer" for m in group.members):
+        return None
+    new = Group(_squeeze(node.ranges), _squeeze_red(node.reduction_ranges))
+    if new.outer + new.red != group.outer:
+        return None
+    for m in group.members:
+        placed = _place(m.node, new)
+        if placed is None or placed.kind != "inner":
+            return None
+        placed.replicated = True
+        new.members.append(placed)
+    member = _place(node, new)
+    written = {b for m in group.members for b in m.node.outputs}
+    if member is None or not {n for n, _ in member.access.loads} & written:
+        return None
+    if not _reads_ok(member, new):
+        return None
+    new.members.append(member)
+    return new
 
 
 class _KernelOps(DefaultHandler[Any]):
@@ -288,12 +329,17 @@ def stages(
 ) -> tuple[Stage, ...]:
     runs: list[list[Member]] = []
     for m in group.members:
-        if runs and runs[-1][0].kind == m.kind and m.kind in ("outer", "inner"):
+        if m.replicated:
+            continue
+        if runs and runs[-1][-1].kind == m.kind and m.kind in ("outer", "inner"):
             runs[-1].append(m)
         else:
             runs.append([m])
+    # a prologue (_with_prologue) opens every stage that runs over the reduction dims
+    prologue = [m for m in group.members if m.replicated]
+    runs = [[*prologue, *run] if run[0].kind in ("reduce", "inner") else run for run in runs]
     extents = (group.outer, group.red)
-    found = [Stage(run[0].kind, _stage_body(run, renames, removed, extents)) for run in runs]
+    found = [Stage(run[-1].kind, _stage_body(run, renames, removed, extents)) for run in runs]
     if copies:
         found.append(Stage("outer", _copy_body(group, copies)))
     return tuple(found)

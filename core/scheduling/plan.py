@@ -169,8 +169,8 @@ def _inplace(
     storage, since each outer point touches only its own elements and stages run in order.
     Scan and sort kernels are left alone.
     """
-    if any(m.kind in ("scan", "sort") for m in group.members):
-        return {}
+    if any(m.kind in ("scan", "sort") or m.replicated for m in group.members):
+        return {}  # a prologue loads its inputs again after its own stores
     written = {n for m in group.members for n in m.node.outputs}  # kernel-internal, never dying
     stored, first_store = _access_at(group, "stores")
     loaded, last_load = _access_at(group, "loads")

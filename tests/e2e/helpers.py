@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from polyduct.kernel import Capabilities
 from polyduct.pipeline import CompiledGraph
 
 
@@ -90,12 +91,16 @@ def skip_on_cuda(device: str, reason: str) -> None:
         pytest.skip(f"not run on CUDA: {reason}")
 
 
+def kernel_caps(backends: tuple[str, str]) -> Capabilities:
+    """The `Capabilities` the kernel backend under test declares."""
+    from polyduct import plugins
+
+    return plugins.load().kernel_backends[backends[0]].backend_cls.caps
+
+
 def skip_unless_inplace(backends: tuple[str, str]) -> None:
     """Skip the calling test where the kernel backend never writes into an input's storage
     (`Capabilities.inplace`: Halide's pipelines do not)."""
-    from polyduct import plugins
-
-    spec = plugins.load().kernel_backends[backends[0]]
-    if not spec.backend_cls.caps.inplace:
+    if not kernel_caps(backends).inplace:
         pytest.skip(f"{backends[0]!r} kernels take no input's storage (caps.inplace)")
 

@@ -16,7 +16,7 @@ from polyduct.kernel_choice import kernel_contents
 from polyduct.scheduling.kernel_key import trace_stages
 from polyduct.wrapper.ir import ExternCall, GraphInputs
 
-from .helpers import assert_same, check, compile_fn
+from .helpers import assert_same, check, compile_fn, kernel_caps, on
 
 
 def _traced(graphs: list[Any], op: str) -> int:
@@ -459,3 +459,26 @@ def test_normalisation_viewed_for_a_matmul_is_one_kernel(
                torch.randn(24, device=device))
     graphs = check(fn, backends, x, w, g, b)
     assert graphs[0].kernel_count == 1, graphs[0].kernel_count
+
+
+def test_residual_stream_and_its_norm_are_one_kernel(
+    backends: tuple[str, str], device: str
+) -> None:
+    """GPT-2's residual add (read by the next layer norm and by the next residual add, so stored)
+    and that norm: one kernel, whose every stage computes the sum again and reads it as a value,
+    not a kernel storing it and another reloading it. Eager's values, NaN and inf included."""
+
+    def fn(*t: torch.Tensor) -> Any:
+        a, b, c, d, e, g, w = t
+        h = a + b * 2 + c + d + e  # reads five buffers: stored once for its two readers
+        n = F.layer_norm(h, (h.shape[-1],), g, None)
+        m = (n.view(-1, h.shape[-1]) @ w).view_as(h)
+        return h + m, n
+
+    gen = torch.Generator().manual_seed(5)
+    t = [torch.randn(3, 7, 24, generator=gen) for _ in range(5)]
+    t[0][1, 2, 3], t[1][2, 6] = float("nan"), float("inf")
+    t += [torch.randn(24, generator=gen), torch.randn(24, 24, generator=gen)]
+    graphs = check(fn, backends, *on(device, *t), atol=1e-4)
+    want = 2 if kernel_caps(backends).prologues else 3  # the norm's, then `h + m`
+    assert graphs[0].kernel_count == want, graphs[0].kernel_count

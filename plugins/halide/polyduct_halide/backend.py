@@ -117,7 +117,7 @@ class HalideBackend(KernelBackend):
     name: ClassVar[str] = "halide"
     # a pipeline realises its outputs one after another: no output overwrites an input in place
     caps: ClassVar[Capabilities] = Capabilities(
-        devices=frozenset({"cpu", "cuda"}), dtypes=DTYPES, inplace=False
+        devices=frozenset({"cpu", "cuda"}), dtypes=DTYPES, inplace=False, prologues=False
     )
     ops_cls: ClassVar[type] = HalideOps
 
