@@ -335,11 +335,18 @@ def stages(
             runs[-1].append(m)
         else:
             runs.append([m])
-    # a prologue (_with_prologue) opens every stage that runs over the reduction dims
+    # A prologue (_with_prologue) opens every stage that runs over the reduction dims; the first
+    # of them stores its results, the later ones only forward them.
     prologue = [m for m in group.members if m.replicated]
-    runs = [[*prologue, *run] if run[0].kind in ("reduce", "inner") else run for run in runs]
+    stored_once = removed | {b for m in prologue for b in m.node.outputs}
     extents = (group.outer, group.red)
-    found = [Stage(run[-1].kind, _stage_body(run, renames, removed, extents)) for run in runs]
+    found, opened = [], False
+    for run in runs:
+        dropped = removed
+        if prologue and run[0].kind in ("reduce", "inner"):
+            dropped, opened = (stored_once if opened else removed), True
+            run = [*prologue, *run]
+        found.append(Stage(run[-1].kind, _stage_body(run, renames, dropped, extents)))
     if copies:
         found.append(Stage("outer", _copy_body(group, copies)))
     return tuple(found)
