@@ -47,7 +47,7 @@ class Member:
     x: tuple[Expr, ...]
     r: tuple[Expr, ...]
     access: Access
-    replicated: bool = False  # a prologue: computed (and stored) again in every later stage
+    replicated: bool = False  # a prologue: opens every stage over r (`stages`)
 
 
 @dataclass(eq=False)
@@ -266,8 +266,9 @@ def _gathers(access: Access) -> bool:
 def _with_prologue(node: ComputeNode, group: Group) -> Group | None:
     """`group`, pointwise over the reduction `node`'s whole space (outer + reduction dims), with
     `node` joined as its reduction: the group's nodes become a prologue that every stage of the
-    new kernel computes again (stores included) before its own work, so each stage reads their
-    values as forwarded values, never from memory another stage wrote. A residual add and the
+    new kernel over the reduction dims computes again before its own work (the first one stores
+    the results), so each stage reads their values as forwarded values, never from memory
+    another stage wrote. A residual add and the
     layer norm that reads it are one kernel (Inductor fuses them too), not two. Only where
     `node` reads what the group wrote, and for at most MAX_PROLOGUE nodes that gather nothing."""
     if node.kind != "reduction" or group.red or len(group.members) > MAX_PROLOGUE:
