@@ -46,14 +46,6 @@ def _negative_slice_start(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return ((a0 & True).expand_as(a0)[..., -4:], a0[..., -4:0:3])
 
 
-def _power_of_a_gathered_element(a0: torch.Tensor, i1: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    # Halide's integer pow squares its base once per bit of the exponent's type; of a value
-    # loaded at a gathered index, bounds inference walked that expression as a tree of 2**32
-    # nodes and the pipeline never compiled. Constant whole exponents are products now.
-    v2 = torch.clamp(torch.pow(a0, 1), max=3)
-    return (v2 % a0.clamp(min=1))[i1], torch.pow(a0, 5)[i1], torch.pow(a0, 0)
-
-
 def _reduction_then_flip(a0: torch.Tensor) -> tuple[torch.Tensor, ...]:
     # The flip was fused as the reduction's epilogue and read the kernel-local result of its
     # own row, not the mirrored one: every row but the middle one wrong (scheduler._reads_ok).
@@ -487,12 +479,6 @@ CASES: dict[str, Case] = {
     "cumsum_over_an_empty_dim": (
         _cumsum_over_an_empty_dim,
         _program(InputSpec("a0", (5, 0, 1), torch.float32)),
-        ALL_BACKENDS,
-    ),
-    "power_of_a_gathered_element": (
-        _power_of_a_gathered_element,
-        _program(InputSpec("a0", (1,), torch.int32, layout="strided"),
-                 InputSpec("i1", (1,), torch.int64, values="index", high=1, low=-1), outputs=3),
         ALL_BACKENDS,
     ),
     "norm_then_its_min": (

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 import torch
 
+from polyduct.handlers.count import OpCounter
 from polyduct.kernel import Capabilities
 from polyduct.pipeline import CompiledGraph
+from polyduct.scheduling.kernel_key import trace_stages
 
 
 def compile_fn(
@@ -104,3 +106,12 @@ def skip_unless_inplace(backends: tuple[str, str]) -> None:
     if not kernel_caps(backends).inplace:
         pytest.skip(f"{backends[0]!r} kernels take no input's storage (caps.inplace)")
 
+
+def traced_ops(graphs: list[Any], op: str) -> int:
+    """How many times the compiled graphs' kernels compute `op` (per element)."""
+    total = 0
+    for spec in (s for g in graphs for s in g.specs):
+        counter = OpCounter()
+        trace_stages(spec, counter)
+        total += counter.counts.get(op, 0)
+    return total

@@ -11,22 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from polyduct.frontend.export import compile_exported
-from polyduct.handlers.count import OpCounter
 from polyduct.kernel_choice import kernel_contents
-from polyduct.scheduling.kernel_key import trace_stages
 from polyduct.wrapper.ir import ExternCall, GraphInputs
 
-from .helpers import assert_same, check, compile_fn, kernel_caps, on
-
-
-def _traced(graphs: list[Any], op: str) -> int:
-    """How many times the compiled graphs' kernels compute `op` (per element)."""
-    total = 0
-    for spec in (s for g in graphs for s in g.specs):
-        counter = OpCounter()
-        trace_stages(spec, counter)
-        total += counter.counts.get(op, 0)
-    return total
+from .helpers import assert_same, check, compile_fn, traced_ops
 
 
 def _same_gradients(
@@ -254,7 +242,7 @@ def test_pooled_input_is_computed_once(backends: tuple[str, str], device: str) -
     x = torch.randn(2, 3, 8, 8, device=device)
     var = torch.rand(3, device=device)
     graphs = check(fn, backends, x, var)
-    sqrts = _traced(graphs, "sqrt")
+    sqrts = traced_ops(graphs, "sqrt")
     assert sqrts == 1, f"the normalisation is traced {sqrts} times"
 
 
@@ -270,7 +258,7 @@ def test_padded_pool_windows_need_no_masked_loads(backends: tuple[str, str], dev
     x = torch.randn(2, 3, 9, 7, device=device)
     x[0, 0, 0, 0], x[1, 1, 4, 3], x[0, 2] = float("nan"), float("inf"), -float("inf")
     graphs = check(fn, backends, x.transpose(2, 3))
-    assert _traced(graphs, "masked") == 0
+    assert traced_ops(graphs, "masked") == 0
     check(lambda t: F.max_pool2d(t, 3, 1, 1), backends, torch.randint(-9, 9, (2, 5, 6), device=device))
 
 
@@ -347,7 +335,7 @@ def test_costly_value_broadcast_over_heads_is_computed_once(
     q, k = torch.randn(2, 4, 16, 8, device=device), torch.randn(2, 4, 16, 8, device=device)
     inv_freq = torch.rand(4, device=device)
     graphs = check(fn, backends, q, k, inv_freq)
-    cosines = _traced(graphs, "cos")
+    cosines = traced_ops(graphs, "cos")
     assert cosines == 1, f"cos is traced {cosines} times"
 
 
@@ -399,7 +387,7 @@ def test_gathered_bias_broadcast_over_the_batch_is_computed_once(
     scores, table = torch.randn(4, 2, n, n, device=device), torch.randn(25, 2, device=device)
     index = torch.randint(0, 25, (n, n), device=device)
     graphs = check(fn, backends, scores, table, index)
-    gathers = _traced(graphs, "indirect_indexing")
+    gathers = traced_ops(graphs, "indirect_indexing")
     assert gathers == 1, f"the bias is gathered {gathers} times"
 
 
@@ -437,72 +425,3 @@ def test_exported_metadata_checks_are_not_library_calls(
                            {"kernels": kernels, "wrapper": wrapper})
     assert_same([run(x)], [Scaled()(x)])
     assert "assert_tensor_metadata" not in run.compiled.source
-
-
-def test_normalisation_viewed_for_a_matmul_is_one_kernel(
-    backends: tuple[str, str], device: str
-) -> None:
-    """A transformer's layer norm or RMS norm before a linear layer: the linear views the
-    (batch, seq | hidden) normalised rows as (batch*seq, hidden). The statistics and the
-    normalised rows are one kernel (the (batch*seq) rows are the reduction's (batch, seq)
-    rows merged), not a reduction kernel and a second kernel that reloads its results; both
-    norms of the same rows share it."""
-
-    def fn(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, b: torch.Tensor) -> Any:
-        ln = F.layer_norm(x, (x.shape[-1],), g, b)
-        rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g
-        return ln.view(-1, x.shape[-1]) @ w, rms.reshape(-1, x.shape[-1]) @ w, rms.flatten()
-
-    x = torch.randn(3, 5, 24, device=device)
-    x[0, 1, 2], x[2, 4] = float("nan"), float("inf")
-    w, g, b = (torch.randn(24, 8, device=device), torch.randn(24, device=device),
-               torch.randn(24, device=device))
-    graphs = check(fn, backends, x, w, g, b)
-    assert graphs[0].kernel_count == 1, graphs[0].kernel_count
-
-
-def test_residual_stream_and_its_norm_are_one_kernel(
-    backends: tuple[str, str], device: str
-) -> None:
-    """GPT-2's residual add (read by the next layer norm and by the next residual add, so stored)
-    and that norm: one kernel, whose every stage computes the sum again and reads it as a value,
-    not a kernel storing it and another reloading it. Eager's values, NaN and inf included."""
-
-    def fn(*t: torch.Tensor) -> Any:
-        a, b, c, d, e, g, w = t
-        h = a + b * 2 + c + d + e  # reads five buffers: stored once for its two readers
-        n = F.layer_norm(h, (h.shape[-1],), g, None)
-        m = (n.view(-1, h.shape[-1]) @ w).view_as(h)
-        return h + m, n
-
-    gen = torch.Generator().manual_seed(5)
-    t = [torch.randn(3, 7, 24, generator=gen) for _ in range(5)]
-    t[0][1, 2, 3], t[1][2, 6] = float("nan"), float("inf")
-    t += [torch.randn(24, generator=gen), torch.randn(24, 24, generator=gen)]
-    graphs = check(fn, backends, *on(device, *t), atol=1e-4)
-    want = 2 if kernel_caps(backends).prologues else 3  # the norm's, then `h + m`
-    assert graphs[0].kernel_count == want, graphs[0].kernel_count
-
-
-def test_gathered_scores_are_not_recomputed_in_each_softmax_stage(
-    backends: tuple[str, str], device: str
-) -> None:
-    """DeBERTa's attention scores add relative-position terms gathered by an index table, then
-    take a softmax (three stages over each row). As the softmax's prologue the gather would run,
-    bounds checks included, once per stage (its forward 0.64 to 1.11 ms on the CPU): a group
-    that gathers is stored once and read back instead."""
-
-    def fn(*t: torch.Tensor) -> Any:
-        q, k, rel, idx, mask = t
-        scores = q @ k.transpose(-1, -2)
-        c2p = torch.gather(q @ rel.t(), -1, idx.expand(*scores.shape))
-        p2c = torch.gather(k @ rel.t(), -1, idx.expand(*scores.shape)).transpose(-1, -2)
-        w = (scores + c2p + p2c) * 0.5 + mask  # six buffers read: stored once
-        return torch.softmax(w, -1)
-
-    gen = torch.Generator().manual_seed(3)
-    q, k = torch.randn(2, 3, 9, 8, generator=gen), torch.randn(2, 3, 9, 8, generator=gen)
-    rel, mask = torch.randn(17, 8, generator=gen), torch.randn(2, 1, 1, 9, generator=gen)
-    idx = (torch.arange(9)[:, None] - torch.arange(9)[None, :] + 8)[None, None]
-    graphs = check(fn, backends, *on(device, q, k, rel, idx, mask), atol=1e-5)
-    assert _traced(graphs, "indirect_indexing") == 2  # each gather once
