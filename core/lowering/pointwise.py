@@ -270,9 +270,9 @@ def _reciprocal_square(ops: Ops, x: Any) -> Any:
     return ops.reciprocal(ops.mul(x, x))
 
 
-_INT_POWERS: dict[float, Callable[..., Any]] = {2.0: named_op("square"), 3.0: _cube}
-_POWERS: dict[float, Callable[..., Any]] = {
-    **_INT_POWERS,
+_POWERS: dict[float, Callable[..., Any]] = {  # of floats (integers: `_int_power`)
+    2.0: named_op("square"),
+    3.0: _cube,
     0.5: named_op("sqrt"),
     -0.5: named_op("rsqrt"),
     -1.0: named_op("reciprocal"),

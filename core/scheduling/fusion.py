@@ -170,11 +170,12 @@ def _scattered(access: Access) -> set[str]:
     any index: an indirect index the loop ranges pin to one value (an index into a dim of size
     1) simplifies away, and the store still adds to what the buffer held (halide seed 9403,
     program 2399: `index_put(..., accumulate=True)` twice, then an add)."""
-    return access.accumulated | {
-        n
-        for n, idx in access.stores
-        if any(symbol_text(s).startswith("indirect") for s in free_symbols(idx))
-    }
+    return access.accumulated | {n for n, idx in access.stores if _indirect(idx)}
+
+
+def _indirect(index: Expr) -> bool:
+    """Whether `index` holds a data-dependent (`indirect_indexing`) symbol."""
+    return any(symbol_text(s).startswith("indirect") for s in free_symbols(index))
 
 
 def _touched(member: Member) -> set[str]:
@@ -258,9 +259,7 @@ def _gathers(access: Access) -> bool:
     the CPU, costs too much to compute again in every stage (DeBERTa's attention scores gather
     their relative-position terms: with them as the softmax's prologue its forward went from
     0.64 to 1.11 ms)."""
-    return any(
-        symbol_text(s).startswith("indirect") for _, idx in access.loads for s in free_symbols(idx)
-    )
+    return any(_indirect(idx) for _, idx in access.loads)
 
 
 def _with_prologue(node: ComputeNode, group: Group) -> Group | None:
@@ -268,9 +267,9 @@ def _with_prologue(node: ComputeNode, group: Group) -> Group | None:
     `node` joined as its reduction: the group's nodes become a prologue that every stage of the
     new kernel over the reduction dims computes again before its own work (the first one stores
     the results), so each stage reads their values as forwarded values, never from memory
-    another stage wrote. A residual add and the
-    layer norm that reads it are one kernel (Inductor fuses them too), not two. Only where
-    `node` reads what the group wrote, and for at most MAX_PROLOGUE nodes that gather nothing."""
+    another stage wrote. A residual add and the layer norm that reads it are one kernel
+    (Inductor fuses them too), not two. Only where `node` reads what the group wrote, and for at
+    most MAX_PROLOGUE nodes that gather nothing."""
     if node.kind != "reduction" or group.red or len(group.members) > MAX_PROLOGUE:
         return None
     if any(m.kind != "outer" or _gathers(m.access) for m in group.members):
