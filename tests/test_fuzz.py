@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import io
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -378,6 +379,22 @@ def test_workers_leave_no_scratch_directories(
     results = run_campaign(Campaign(config, 2, jobs=2, timeout_s=240), io.StringIO())
     assert len(results) == 2
     assert not list(scratch.glob("polyduct-fuzz-*"))
+
+
+def test_a_stopped_campaign_resumes_where_it_stopped(tmp_path: Path) -> None:
+    # A runner cut off part-way (its time limit; once, a segfault of its own) left the rest of
+    # the programs to be found and run by hand. --resume keeps the results this campaign logged
+    # (not another seed's, not a line the kill cut short) and runs only the others.
+    config = Config("reference", SEED, {}, "cpu", _dtypes("reference"), tmp_path, 0.0,
+                    known=False)
+    first = run_campaign(Campaign(config, 1, start=1, timeout_s=240), io.StringIO())
+    log = tmp_path / "results.jsonl"
+    other = json.dumps({**json.loads(log.read_text()), "index": 0, "campaign": "cpp seed 1"})
+    log.write_text(log.read_text() + other + '\n{"index": 2, "sta')
+    results = run_campaign(Campaign(config, 3, timeout_s=240, resume=True), io.StringIO())
+    assert [r.index for r in results] == [0, 1, 2] and results[1] == first[0]
+    lines = [json.loads(line) for line in log.read_text().splitlines()[3:]]
+    assert sorted(line["index"] for line in lines) == [0, 2]
 
 
 def _loses_the_device(a0: torch.Tensor) -> tuple[torch.Tensor]:

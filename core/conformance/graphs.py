@@ -115,6 +115,16 @@ def _half_rounding_division(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Ten
             a // b[1:2])
 
 
+def _narrowing_casts(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """A float made a wide integer, then narrowed: the integer is truncated (-4 becomes 252 as
+    uint8, 200 becomes -56 as int8). Every float is finite and in range before its conversion,
+    which is undefined otherwise."""
+    w = (x.nan_to_num(0.0, 0.0, 0.0) * 100).clamp(-30000, 30000)
+    i64, i32 = w.to(torch.int64), w.to(torch.int32)
+    return (i64.to(torch.uint8), (i64 + 3).to(torch.int8), (i32 * 7).to(torch.int16),
+            i32.to(torch.uint8))
+
+
 @dataclass(frozen=True)
 class GraphCase:
     """One program: `fn` over `make(seed, size)` inputs; `sizes` > 1 entries re-run the compiled
@@ -176,6 +186,12 @@ def _two_dims(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, *size)}
 
 
+def _edge_two_dims(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
+    x = _randn(gen, *size)
+    x[0, :6] = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, 0.0, -1.27])
+    return {"x": x}
+
+
 def _empty_inputs(gen: torch.Generator, size: tuple[int, int]) -> Inputs:
     return {"x": _randn(gen, size[0], 0)}
 
@@ -207,6 +223,7 @@ GRAPH_CASES: tuple[GraphCase, ...] = (
     GraphCase("constant_reductions", _constant_reductions, _two_dims, ((5, 6),)),
     GraphCase("half_rounding_division", _half_rounding_division, _half_inputs, ((16, 40),),
               tol=EXACT, dtype=torch.bfloat16),
+    GraphCase("narrowing_casts", _narrowing_casts, _edge_two_dims, ((16, 40),), tol=EXACT),
     GraphCase(
         "training_backward", _train, _train_inputs, grads=True, tol=Tol(atol=1e-4, rtol=1e-3)
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import sys
@@ -37,6 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=300.0, help="seconds one program may take")
     p.add_argument("--shrink-seconds", type=float, default=120.0,
                    help="time spent shrinking one failing program")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the results OUT/results.jsonl holds for these programs (same "
+                   "backend, seed, device and options) and run only the others")
     p.add_argument("--no-known", action="store_true",
                    help="do not generate programs that trigger known bugs")
     return p  # type: ignore[no-any-return]
@@ -61,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config = Config(args.backend, args.seed, options, args.device, _dtypes(args.backend),
                     args.out, args.shrink_seconds, known=not args.no_known)
-    campaign = Campaign(config, args.graphs, args.start, args.jobs, args.timeout)
+    campaign = Campaign(config, args.graphs, args.start, args.jobs, args.timeout, args.resume)
+    faulthandler.enable()  # a crash of the runner itself prints where it was
     start = time.monotonic()
     results = run_campaign(campaign)
     table = summary_table(results, args.backend, time.monotonic() - start)

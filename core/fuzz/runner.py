@@ -3,19 +3,22 @@
 A worker that dies (a crash in compiled code) or runs past the time limit (a hang) costs the
 graph it was running, recorded as `crash` or `timeout`, and is replaced; so is one that retired
 after a graph because its device became unusable (a CUDA error). Results stream to
-`results.jsonl` in the output directory as they arrive.
+`results.jsonl` in the output directory as they arrive, each line naming its campaign, so that a
+campaign stopped part-way (a time limit, a crash of the runner) resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import TextIO
 
 from polyduct.fuzz.generate import generate
@@ -46,7 +49,33 @@ class Campaign:
     start: int = 0
     jobs: int = 1
     timeout_s: float = 300.0
+    resume: bool = False  # skip the graphs `results.jsonl` already holds for this campaign
     results: list[Result] = field(default_factory=list)
+
+
+def _campaign_key(config: Config) -> str:
+    """What a logged result must match to count for a resumed campaign."""
+    options = json.dumps(config.options, sort_keys=True)
+    return f"{config.backend} seed {config.seed} on {config.device} options {options}"
+
+
+def _logged(campaign: Campaign) -> list[Result]:
+    """This campaign's results already in `results.jsonl` (the last one of each graph)."""
+    path = campaign.config.out / "results.jsonl"
+    if not path.exists():
+        return []
+    key, span = _campaign_key(campaign.config), range(campaign.start,
+                                                       campaign.start + campaign.count)
+    found: dict[int, Result] = {}
+    names = set(Result.__dataclass_fields__)
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short when the runner was killed
+            continue
+        if isinstance(record, dict) and record.get("campaign") == key and record.get("index") in span:
+            found[record["index"]] = Result(**{k: v for k, v in record.items() if k in names})
+    return [found[i] for i in sorted(found)]
 
 
 def _spawn(config: Config) -> _Slot:
@@ -69,9 +98,9 @@ def _stop(slot: _Slot) -> None:
     slot.conn.close()
 
 
-def _progress(done: Counter[str], total: int, start: float, out: TextIO) -> None:
+def _progress(done: Counter[str], total: int, start: float, out: TextIO, resumed: int) -> None:
     n = sum(done.values())
-    rate = n / max(time.monotonic() - start, 1e-9)
+    rate = (n - resumed) / max(time.monotonic() - start, 1e-9)
     parts = " ".join(f"{s} {done[s]}" for s in STATUSES if done[s])
     end = "\r" if out.isatty() else "\n"
     print(f"[{n:>{len(str(total))}}/{total}] {parts}  {rate:.2f} graphs/s", end=end, file=out,
@@ -84,11 +113,17 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
     out = sys.stderr if out is None else out
     c = campaign.config
     c.out.mkdir(parents=True, exist_ok=True)
-    pending = list(range(campaign.start + campaign.count - 1, campaign.start - 1, -1))
-    slots = [_spawn(c) for _ in range(min(campaign.jobs, campaign.count))]
-    done: Counter[str] = Counter()
+    if campaign.resume:
+        campaign.results.extend(_logged(campaign))
+    skip = {r.index for r in campaign.results}
+    pending = [i for i in range(campaign.start + campaign.count - 1, campaign.start - 1, -1)
+               if i not in skip]
+    slots = [_spawn(c) for _ in range(min(campaign.jobs, len(pending)))]
+    done: Counter[str] = Counter(r.status for r in campaign.results)
     start = time.monotonic()
     every = max(1, campaign.count // 100)
+    key = _campaign_key(c)
+    _end_last_line(c.out / "results.jsonl")
     with open(c.out / "results.jsonl", "a") as log:
         while pending or any(s.index is not None for s in slots):
             for i, slot in enumerate(slots):
@@ -106,11 +141,11 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
                     slots[i] = _respawn(slot, c)
                     _write_lost(c, result)
                 campaign.results.append(result)
-                log.write(json.dumps(asdict(result)) + "\n")
+                log.write(json.dumps({**asdict(result), "campaign": key}) + "\n")
                 log.flush()
                 done[result.status] += 1
                 if out.isatty() or sum(done.values()) % every == 0:
-                    _progress(done, campaign.count, start, out)
+                    _progress(done, campaign.count, start, out, len(skip))
             wait([s.conn for s in slots if s.index is not None] or [], timeout=0.5)
     for slot in slots:
         if slot.proc.is_alive():
@@ -121,6 +156,15 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
     if out.isatty():
         print(file=out)
     return sorted(campaign.results, key=lambda r: r.index)
+
+
+def _end_last_line(path: Path) -> None:
+    """End a line a killed runner cut short, so that the next result starts a line of its own."""
+    if path.exists() and path.stat().st_size:
+        with open(path, "rb+") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
 
 
 def _write_lost(config: Config, result: Result) -> None:

@@ -7,6 +7,7 @@ first, so a crash or a hang while shrinking still leaves a reproducer.
 
 from __future__ import annotations
 
+import faulthandler
 import itertools
 import os
 import shutil
@@ -158,6 +159,7 @@ def serve(config: Config, conn: Connection) -> None:
     polyduct's), and the worker exits once its device is unusable: the runner starts another."""
     if config.device == "cuda":  # before CUDA starts in this fresh interpreter
         os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+    faulthandler.enable()  # a worker killed by a signal leaves its Python stack in the log
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")  # eager's warnings about generated programs are noise here
     runner = Runner(config)

@@ -113,7 +113,18 @@ def convert(x: E, dtype: str) -> E:
         else:
             rounded = from_bf16_bits(bf16_bits(x))
         return hl.select(isnan(x), hl.cast(hl.Float(32), x), rounded) if is_float(x) else rounded
-    return hl.cast(_TYPES[dtype], x)
+    to = _TYPES[dtype]
+    if _narrows(x.type(), to):
+        # Halide folds cast(u8, cast(i64, f)) into cast(u8, f), whose out-of-range lanes saturate
+        # where torch wraps: masking keeps the truncation an integer one.
+        x = x & hl.cast(x.type(), (1 << to.bits()) - 1)
+    return hl.cast(to, x)
+
+
+def _narrows(src: hl.Type, to: hl.Type) -> bool:
+    """An integer conversion to fewer bits (which truncates)."""
+    ints = (src.is_int() or src.is_uint()) and (to.is_int() or to.is_uint())
+    return ints and not src.is_bool() and to.bits() < src.bits()
 
 
 def _exact(x: E, dtype: str) -> E:
