@@ -94,6 +94,7 @@ def profile_graph(
         return {name: _timed(totals, name, fn) for name, fn in loader(definitions).items()}
 
     call = module.make_call(load)
+    args = (*args, *graph.attrs)  # the graph's tensor constants follow its inputs, as in graph.fn
     with torch.no_grad():
         for _ in range(max(3, calls // 10)):
             call(*args)
