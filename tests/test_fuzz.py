@@ -319,6 +319,24 @@ def test_only_the_bits_of_a_nan_are_not_a_mismatch() -> None:
             check_program(scope["fn"], program, "reference")  # type: ignore[arg-type]
 
 
+def test_a_nan_written_into_integer_bits_is_not_a_mismatch() -> None:
+    # An int32 input mutated through its float32 view: eager's `x * -1` keeps a NaN's sign,
+    # the C++ backend's negation flips it (cpp seed 10901, program 9790). The int32 bits differ
+    # only where both views hold a NaN; any other difference stays a mismatch.
+    a1 = InputSpec("a1", (16,), torch.int32)
+    program = Program((a1,), (Stmt("v0", "a1.view(torch.float32)"), Stmt("v1", "v0.mul_(-1)")),
+                      ("v1",), exact=("a1",))
+    scope: dict[str, object] = {"torch": torch}
+    exec(render_function(program), scope)  # noqa: S102 -- the program's own text
+    with pytest.raises(InvalidProgram, match="NaNs that a float view of them wrote"):
+        check_program(scope["fn"], program, "cpp")  # type: ignore[arg-type]
+    want = {"a1": torch.tensor([-11, 5], dtype=torch.int32)}  # a NaN's bits, a subnormal's
+    problem = ["call 1 (exact): a1: 1/2 elements differ"]
+    for ours, only_nans in (([2147483637, 5], True), ([-11, 6], False)):
+        got = [("call 1", {"a1": torch.tensor(ours, dtype=torch.int32)})]
+        assert check._nan_bits_through_a_view(program, problem, got, (want, None)) is only_nans
+
+
 def test_eager_errors_make_a_program_invalid() -> None:
     with pytest.raises(InvalidProgram, match="mat1 and mat2"):
         check_program(lambda a0: (a0 @ a0,), _one_input(), "reference")
