@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -413,6 +414,20 @@ def test_a_stopped_campaign_resumes_where_it_stopped(tmp_path: Path) -> None:
     assert [r.index for r in results] == [0, 1, 2] and results[1] == first[0]
     lines = [json.loads(line) for line in log.read_text().splitlines()[3:]]
     assert sorted(line["index"] for line in lines) == [0, 2]
+
+
+def test_eager_crashing_in_the_generator_costs_one_graph(tmp_path: Path) -> None:
+    # Generating halide seed 10903's program 9769 runs eager's bfloat16 grouped conv2d on a
+    # transposed stand-in, which segfaults (torch 2.11 and 2.13). The worker died before the
+    # program existed; the runner generated it again to write the reproducer and died too.
+    config = Config("reference", 10903, {}, "cpu", _dtypes("halide"), tmp_path, 0.0)
+    results = run_campaign(Campaign(config, 2, start=9769, timeout_s=240), io.StringIO())
+    if results[0].status != "upstream":
+        pytest.skip(f"eager runs the program now: {results[0].status}")
+    assert [r.index for r in results] == [9769, 9770] and "failed" in results[0].detail
+    run = subprocess.run([sys.executable, results[0].repro], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert run.returncode != 0 and "conv2d" in run.stdout.splitlines()[-1]
 
 
 def _loses_the_device(a0: torch.Tensor) -> tuple[torch.Tensor]:

@@ -13,6 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import torch
+
 from polyduct.fuzz.program import Program, render_function
 
 HEADER = '''"""polyduct fuzz: seed {seed}, graph {index}, kernels={backend!r}{status}
@@ -67,6 +69,35 @@ def render_module(program: Program, backend: str, index: int, options: dict[str,
              "options": repr(dict(sorted(options.items()))), "name": name}
     head = HEADER.format(program=_format_program(program), status=_status(detail), **names)
     return head + render_function(program) + FOOTER.format(**names)
+
+
+def render_generation(seed: int, index: int, dtypes: tuple[torch.dtype, ...], known: bool,
+                      detail: str) -> str:
+    """A script generating program `index` of `seed` again, each statement printed before eager
+    evaluates it on stand-in inputs: for a program eager fails on before it exists."""
+    names = ", ".join(repr(d) for d in dtypes)
+    return "\n".join([
+        f'"""polyduct fuzz: seed {seed}, graph {index}: generating it failed{_status(detail)}',
+        "",
+        'Run with `python this file`: the last statement printed is the one eager fails on."""',
+        "",
+        "import torch",
+        "",
+        "from polyduct.fuzz import generate",
+        "",
+        "EVALUATE = generate.evaluate",
+        "",
+        "",
+        "def traced(expr, values):",
+        "    print(expr, flush=True)",
+        "    return EVALUATE(expr, values)",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    generate.evaluate = traced",
+        f"    generate.generate({seed}, {index}, ({names},), {known})",
+        "",
+    ])
 
 
 def write_module(path: Path, source: str) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TextIO
 
 from polyduct.fuzz.generate import generate
-from polyduct.fuzz.repro import render_module, write_module
+from polyduct.fuzz.repro import render_generation, render_module, write_module
 from polyduct.fuzz.worker import Config, Result, serve
 
 FAILURES = ("mismatch", "crash", "timeout")
@@ -38,6 +38,7 @@ class _Slot:
     conn: Connection
     index: int | None = None
     deadline: float = 0.0
+    generated: bool = False  # the generator made the program: eager ran it on stand-ins
 
 
 @dataclass
@@ -130,16 +131,16 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
                 if slot.index is None and pending and not slot.proc.is_alive():
                     slots[i] = slot = _respawn(slot, c)  # it retired: its device was unusable
                 if slot.index is None and pending:
-                    slot.index = pending.pop()
+                    slot.index, slot.generated = pending.pop(), False
                     slot.deadline = time.monotonic() + campaign.timeout_s
                     slot.conn.send(slot.index)
             for i, slot in enumerate(slots):
                 result = _poll(slot, campaign)
                 if result is None:
                     continue
-                if result.status == "timeout" or result.detail.startswith(_DIED):
+                if result.status == "timeout" or _DIED in result.detail:
                     slots[i] = _respawn(slot, c)
-                    _write_lost(c, result)
+                    _write_lost(c, result, slot.generated)
                 campaign.results.append(result)
                 log.write(json.dumps({**asdict(result), "campaign": key}) + "\n")
                 log.flush()
@@ -167,8 +168,19 @@ def _end_last_line(path: Path) -> None:
                 f.write(b"\n")
 
 
-def _write_lost(config: Config, result: Result) -> None:
-    """The reproducer of a graph whose worker died or hung (unshrunk, unless shrinking began)."""
+def _write_lost(config: Config, result: Result, generated: bool) -> None:
+    """The reproducer of a graph whose worker died or hung (unshrunk, unless shrinking began).
+    One lost before its program existed is eager's, which the generator runs: the runner does
+    not run it again itself (it would crash or hang too), and the reproducer generates it."""
+    if not generated:
+        result.status = "upstream"
+        result.detail = (f"eager, run by the generator on stand-in inputs, failed ({result.detail}):"
+                         " torch's own bug")
+        path = config.out / f"upstream_{config.backend}_s{config.seed}_g{result.index}.py"
+        write_module(path, render_generation(config.seed, result.index, config.dtypes,
+                                             config.known, result.detail))
+        result.repro = str(path)
+        return
     path = config.out / f"fail_{config.backend}_s{config.seed}_g{result.index}.py"
     result.repro = str(path)
     if path.exists():
@@ -187,6 +199,9 @@ def _poll(slot: _Slot, campaign: Campaign) -> Result | None:
     try:
         while slot.conn.poll():
             kind, payload = slot.conn.recv()
+            if kind == "generated":
+                slot.generated = True
+                continue
             if kind == "shrinking":  # the graph failed: shrinking gets its own time budget
                 slot.deadline = time.monotonic() + campaign.timeout_s + campaign.config.shrink_s
                 continue

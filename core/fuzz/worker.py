@@ -102,10 +102,12 @@ class Runner:
         finally:
             path.unlink(missing_ok=True)
 
-    def run(self, index: int, on_shrink: Any = None) -> Result:
+    def run(self, index: int, on_shrink: Any = None, on_generated: Any = None) -> Result:
         c = self.config
         start = time.monotonic()
-        program = generate(c.seed, index, c.dtypes, c.known)
+        program = generate(c.seed, index, c.dtypes, c.known)  # runs eager on stand-in inputs
+        if on_generated is not None:
+            on_generated(index)
         status, detail = self.check(program, index)
         result = Result(index, status, detail, stmts=len(program.stmts))
         if status in ("mismatch", "crash"):
@@ -167,12 +169,15 @@ def serve(config: Config, conn: Connection) -> None:
     def on_shrink(index: int) -> None:
         conn.send(("shrinking", index))
 
+    def on_generated(index: int) -> None:
+        conn.send(("generated", index))
+
     try:
         while True:
             index = conn.recv()
             if index is None:
                 return
-            conn.send(("result", runner.run(index, on_shrink)))
+            conn.send(("result", runner.run(index, on_shrink, on_generated)))
             if device_unusable(config.device):
                 return
     finally:
