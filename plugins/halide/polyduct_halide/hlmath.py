@@ -116,8 +116,13 @@ def convert(x: E, dtype: str) -> E:
     to = _TYPES[dtype]
     if _narrows(x.type(), to):
         # Halide folds cast(u8, cast(i64, f)) into cast(u8, f), whose out-of-range lanes saturate
-        # where torch wraps: masking keeps the truncation an integer one.
-        x = x & hl.cast(x.type(), (1 << to.bits()) - 1)
+        # where torch wraps. Truncate first, in the wide type, to a value `to` holds (low bits,
+        # sign-extended for a signed `to`): the cast then changes no value.
+        wide = x.type()
+        x = x & hl.cast(wide, (1 << to.bits()) - 1)
+        if to.is_int():
+            half = hl.cast(wide, 1 << (to.bits() - 1))
+            x = (x ^ half) - half
     return hl.cast(to, x)
 
 
