@@ -2,7 +2,9 @@
 
 A worker that dies (a crash in compiled code) or runs past the time limit (a hang) costs the
 graph it was running, recorded as `crash` or `timeout`, and is replaced; so is one that retired
-after a graph because its device became unusable (a CUDA error). Results stream to
+after a graph because its device became unusable (a CUDA error). A worker lost before its program
+exists failed in eager, which the generator runs on stand-in inputs: that graph is `upstream`,
+and the runner does not run eager itself. Results stream to
 `results.jsonl` in the output directory as they arrive, each line naming its campaign, so that a
 campaign stopped part-way (a time limit, a crash of the runner) resumes where it stopped.
 """
@@ -138,7 +140,7 @@ def run_campaign(campaign: Campaign, out: TextIO | None = None) -> list[Result]:
                 result = _poll(slot, campaign)
                 if result is None:
                     continue
-                if result.status == "timeout" or _DIED in result.detail:
+                if result.status == "timeout" or result.detail.startswith(_DIED):
                     slots[i] = _respawn(slot, c)
                     _write_lost(c, result, slot.generated)
                 campaign.results.append(result)
