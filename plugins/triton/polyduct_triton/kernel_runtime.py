@@ -140,8 +140,8 @@ class KernelRuntime(TuningMixin):
         self.tuning_cache: Cache | None = None
         self.launcher = "auto"
         self.index_errors = "assert"
-        # (device) -> the zeroed index-check flags of asserting launches: a failure ends the
-        # CUDA context, so they are never set and never cleared
+        # (device) -> the index-check flags of asserting launches: a failure ends the CUDA
+        # context, so their word 0 is never cleared and never set again
         self._flags: dict[torch.device, torch.Tensor] = {}
         self.packaged: Any = None
         # Set by the backend after import: (config, idx64, persistent, specialisation) -> the
@@ -352,39 +352,41 @@ class KernelRuntime(TuningMixin):
                 self.ready.clear()
             self.ready[device, sizes] = ready
 
-    def _asserts(self, err: torch.Tensor) -> bool:
+    def _asserts(self, device: torch.device) -> bool:
+        """Whether a failed check on `device` is a device-side assert (else it raises)."""
         # While a CUDA graph records, a host check would synchronise (and end the recording)
-        return err.is_cuda and (
+        return device.type == "cuda" and (
             self.index_errors == "assert" or torch.cuda.is_current_stream_capturing()
         )
 
     def flags(self, like: torch.Tensor | None, size: int) -> torch.Tensor:
-        """Zeroed index-check flags (3 per check: failed, index, size) for one launch on the
-        device of `like`."""
+        """The index-check flags of one launch on the device of `like`: word 0, which a failed
+        check clears, then 3 words per check (failed, index, size), which it sets. Where a
+        failure is a device-side assert only word 0 is read, so the buffer starts as ones;
+        where it raises, as zeros."""
         device = like.device if like is not None else torch.device("cpu")
-        if device.type == "cuda" and self.index_errors == "assert":
-            if torch.cuda.is_current_stream_capturing():  # the graph's own memory
-                return torch.zeros(size, dtype=torch.int64, device=device)
-            kept = self._flags.get(device)
-            if kept is None:
-                kept = self._flags[device] = torch.zeros(size, dtype=torch.int64, device=device)
-            return kept
-        return torch.zeros(size, dtype=torch.int64, device=device)
+        if not self._asserts(device):
+            return torch.zeros(size, dtype=torch.int64, device=device)
+        if torch.cuda.is_current_stream_capturing():  # the graph's own memory
+            return torch.ones(size, dtype=torch.int64, device=device)
+        kept = self._flags.get(device)
+        if kept is None:
+            kept = self._flags[device] = torch.ones(size, dtype=torch.int64, device=device)
+        return kept
 
     def check(self, err: torch.Tensor) -> None:
-        """After a launch: on a GPU that asserts, a device-side assert that no check failed (no
-        waiting: the launch returns at once, as eager's and Inductor's do); otherwise wait for
-        the flags and raise the first failure as `KernelIndexError` or `KernelAssertError`."""
-        failed = err.view(-1, 3)[:, 0]
-        if self._asserts(err):
-            ok = failed.eq(0) if len(failed) == 1 else failed.eq(0).all()  # one launch fewer
-            torch._assert_async(ok, f"{self.facts.name}: index out of bounds")
-        elif bool(failed.any()):
+        """After a launch: on a GPU that asserts, a device-side assert on word 0 (one small
+        launch, no waiting: the call returns at once, as eager's and Inductor's do); otherwise
+        wait for the flags and raise the first failure as `KernelIndexError` or
+        `KernelAssertError`."""
+        if self._asserts(err.device):
+            torch._assert_async(err[:1], f"{self.facts.name}: index out of bounds")
+        elif bool(err[1::3].any()):
             self.raise_index_error(err)
 
     def raise_index_error(self, err: torch.Tensor) -> None:
         """Raise the error the kernel's first failed index check (or device assert) recorded."""
-        flags = err.view(-1, 3)
+        flags = err[1:].view(-1, 3)
         slot = int(torch.nonzero(flags[:, 0]).flatten()[0])
         if slot in self.facts.asserts:
             raise KernelAssertError(self.facts.name, "triton", self.facts.asserts[slot])

@@ -160,7 +160,7 @@ def render_launcher(
     ]
     if ctx.checks:
         like = tensors[0] if tensors else "None"
-        lines.append(f"    err = RUNTIME.flags({like}, {3 * len(ctx.checks)})")
+        lines.append(f"    err = RUNTIME.flags({like}, {1 + 3 * len(ctx.checks)})")
     else:
         lines.append("    err = None")
     lines.append("    _run(tensors, sizes, xnumel, rnumel, idx64, err)")

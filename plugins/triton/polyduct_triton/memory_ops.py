@@ -142,14 +142,16 @@ class TritonMemoryOps(TritonEmitter):
         return sympy.Symbol(var, integer=True)
 
     def _report(self, check: Check, value: str, ok: str) -> None:
-        """Record a failed check in the error buffer: [flag, index, size] per check slot."""
+        """Record a failed check in the error buffer: word 0 is cleared (the one word a GPU's
+        device-side assert reads), then [flag, index, size] of the check's slot are set."""
         bad, zero = self.ctx.fresh("bad"), self.ctx.fresh("zb")
-        base = f"err_ptr + {3 * check.slot}"
+        base = f"err_ptr + {1 + 3 * check.slot}"
         loop = self.ctx.stage.loop
         loop.line(f"{bad} = (({ok}) == 0) & {self.ctx.mask()}")
         # Pointer, value and mask must share one shape: broadcast all three to the widest.
         loop.line(f"{zero} = {bad}.to(tl.int64) * 0 + ({value}) * 0")
         loop.line(f"{bad} = {bad} & ({zero} == 0)")
+        loop.line(f"tl.store(err_ptr + {zero}, {zero}, {bad})")
         loop.line(f"tl.store({base} + {zero}, {zero} + 1, {bad})")
         loop.line(f"tl.store({base} + 1 + {zero}, {zero} + ({value}), {bad})")
         loop.line(f"tl.store({base} + 2 + {zero}, {zero} + ({check.size}), {bad})")

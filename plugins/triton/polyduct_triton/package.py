@@ -35,6 +35,9 @@ from polyduct.kernel import KernelFn, KernelSource
 from polyduct_triton import triton_shim
 
 INDEX: Final = "kernels.json"
+# The layout of the index-check flags the packaged launchers and kernels share (the runtime's
+# `flags`): 2 is word 0, which a failed check clears, then 3 words per check.
+FLAGS_LAYOUT: Final = 2
 
 
 def package_kernels(modules: Sequence[tuple[KernelSource, ModuleType]]) -> dict[str, bytes]:
@@ -63,6 +66,7 @@ def package_kernels(modules: Sequence[tuple[KernelSource, ModuleType]]) -> dict[
         )
     if any(info["variants"] for info in index.values()):
         index["$target"] = _target()
+    index["$flags"] = FLAGS_LAYOUT
     files[INDEX] = json.dumps(index, sort_keys=True).encode()
     return files
 
@@ -108,6 +112,12 @@ def load_packaged_kernels(
     """The kernels of `sources` from the packaged files under `files` (no compiler); `launcher`
     and `index_errors` are the backend's options of those names."""
     index = json.loads((files / INDEX).read_text())
+    if index.pop("$flags", 1) != FLAGS_LAYOUT:
+        raise PackageError(
+            "kernels/triton",
+            "made by an older polyduct-triton, whose kernels report failed index checks in "
+            "another layout: package the program again",
+        )
     target = index.get("$target")
     if target is not None:
         _check_target(target)

@@ -8,10 +8,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import sympy
 import torch
-from kernels import cuda_module
+from kernels import buf, cuda_module, run, spec
 
 from polyduct.cache import Cache, import_module_file
+from polyduct_triton.kernel_runtime import KernelRuntime
 
 
 def test_tuned_configs_outlive_the_process(tmp_path: Path) -> None:
@@ -317,24 +319,53 @@ def test_runtime_options_reach_every_loaded_module(
     assert getattr(loaded[src.name].__globals__["RUNTIME"], option) == chosen
 
 
-def test_asserting_launches_keep_one_zeroed_flag_buffer_per_device(
+def test_asserting_launches_keep_one_flag_buffer_per_device(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A GPU launch that asserts reuses one zeroed flag buffer (a failure ends the context, so
-    it is never set); one that raises, and any CPU launch, takes fresh zeroed flags."""
+    """A GPU launch that asserts reuses one buffer of ones (a failure ends the context, so its
+    word 0 is never cleared); one that raises, and any CPU launch, takes fresh zeroed flags."""
     runtime = cuda_module(tmp_path, "flags").RUNTIME
     made: list[Any] = []
     cuda_tensor = SimpleNamespace(device=torch.device("cuda", 0))
 
-    def zeros(size: int, dtype: Any, device: Any) -> Any:
-        made.append(device)
-        return SimpleNamespace(size=size, device=device)
+    def filled(value: int) -> Any:
+        def make(size: int, dtype: Any, device: Any) -> Any:
+            made.append((value, device))
+            return SimpleNamespace(size=size, device=device)
+        return make
 
-    monkeypatch.setattr(torch, "zeros", zeros)
+    monkeypatch.setattr(torch, "zeros", filled(0))
+    monkeypatch.setattr(torch, "ones", filled(1))
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
-    assert runtime.flags(cuda_tensor, 3) is runtime.flags(cuda_tensor, 3) and len(made) == 1
+    assert runtime.flags(cuda_tensor, 4) is runtime.flags(cuda_tensor, 4)
+    assert made == [(1, torch.device("cuda", 0))]
     runtime.index_errors = "raise"
-    assert runtime.flags(cuda_tensor, 3) is not runtime.flags(cuda_tensor, 3) and len(made) == 3
+    assert runtime.flags(cuda_tensor, 4) is not runtime.flags(cuda_tensor, 4)
+    assert [v for v, _ in made] == [1, 0, 0]
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    runtime.flags(cuda_tensor, 4)  # recording a CUDA graph: it asserts, in the graph's memory
+    assert made[-1][0] == 1 and len(made) == 4
     runtime.index_errors = "assert"
-    runtime.flags(SimpleNamespace(device=torch.device("cpu")), 3)
-    assert made[-1] == torch.device("cpu")
+    runtime.flags(SimpleNamespace(device=torch.device("cpu")), 4)
+    assert made[-1] == (0, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("index", [3, 10])
+def test_an_asserting_launch_asserts_on_the_one_word_a_failed_check_clears(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, index: int
+) -> None:
+    """Where a failed check is a device-side assert, the launch adds one assert on word 0 of
+    its flags: 1 when every check held, 0 when one failed."""
+    asserted: list[torch.Tensor] = []
+    monkeypatch.setattr(KernelRuntime, "_asserts", lambda self, device: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(torch, "_assert_async", lambda t, msg: asserted.append(t.clone()))
+    table, idx, out = torch.randn(10), torch.tensor([0, index, 2]), torch.empty(3)
+
+    def body(ops: Any, x: Any, r: Any) -> None:
+        i = ops.indirect_indexing(ops.load("idx", x[0]), sympy.Integer(10))
+        ops.store("out", x[0], ops.load("table", i))
+
+    bufs = [buf("table", table, "in"), buf("idx", idx, "in"), buf("out", out, "out")]
+    run(tmp_path, spec("gather", [3], [], [("outer", body)], bufs), table, idx, out)
+    assert [t.tolist() for t in asserted] == [[1 if index < 10 else 0]]

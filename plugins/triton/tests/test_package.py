@@ -99,3 +99,11 @@ def test_a_compiled_launch_is_packaged_and_launches_with_no_compile(
 
 def _no_compile(*job: Any) -> Any:
     raise AssertionError("a packaged kernel compiled")
+
+
+def test_a_package_of_another_flags_layout_is_refused(tmp_path: Path) -> None:
+    """A package whose kernels report failed index checks in another layout (made before word
+    0 existed) would assert on a launch that went well: it is refused, asking for a new one."""
+    (tmp_path / package.INDEX).write_text('{"k": {"configs": [], "variants": {}}}')
+    with pytest.raises(PackageError, match="older polyduct-triton.*package the program again"):
+        package.load_packaged_kernels([], tmp_path)
