@@ -367,11 +367,12 @@ class KernelRuntime(TuningMixin):
         device = like.device if like is not None else torch.device("cpu")
         if not self._asserts(device):
             return torch.zeros(size, dtype=torch.int64, device=device)
-        if torch.cuda.is_current_stream_capturing():  # the graph's own memory
-            return torch.ones(size, dtype=torch.int64, device=device)
         kept = self._flags.get(device)
-        if kept is None:
-            kept = self._flags[device] = torch.ones(size, dtype=torch.int64, device=device)
+        if kept is None:  # (a CUDA graph may read the kept buffer: it outlives every graph)
+            ones = torch.ones(size, dtype=torch.int64, device=device)
+            if torch.cuda.is_current_stream_capturing():  # the graph's own memory: not kept
+                return ones
+            kept = self._flags[device] = ones
         return kept
 
     def check(self, err: torch.Tensor) -> None:

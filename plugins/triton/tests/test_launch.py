@@ -343,8 +343,13 @@ def test_asserting_launches_keep_one_flag_buffer_per_device(
     assert runtime.flags(cuda_tensor, 4) is not runtime.flags(cuda_tensor, 4)
     assert [v for v, _ in made] == [1, 0, 0]
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
-    runtime.flags(cuda_tensor, 4)  # recording a CUDA graph: it asserts, in the graph's memory
-    assert made[-1][0] == 1 and len(made) == 4
+    # recording a CUDA graph: it asserts, on the kept buffer (which outlives the graph) ...
+    assert runtime.flags(cuda_tensor, 4) is runtime._flags[cuda_tensor.device]
+    assert len(made) == 3
+    # ... or, where none is kept yet, on ones of the graph's own memory, not kept
+    fresh = cuda_module(tmp_path, "flags2").RUNTIME
+    assert fresh.flags(cuda_tensor, 4) is not fresh.flags(cuda_tensor, 4) and len(made) == 5
+    assert [v for v, _ in made[3:]] == [1, 1] and not fresh._flags
     runtime.index_errors = "assert"
     runtime.flags(SimpleNamespace(device=torch.device("cpu")), 4)
     assert made[-1] == (0, torch.device("cpu"))
