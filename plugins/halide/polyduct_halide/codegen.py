@@ -53,7 +53,7 @@ def generate(
         estimate = _estimate(spec)
         out.line(
             f"return _rt.finish(KERNEL, schedule, target, [{params}], [{outputs}], SCHED, xv, XR, "
-            f"{estimate}, RR)"
+            f"{estimate}, RR{', heavy=True' if trace.heavy else ''})"
         )
     return out.getvalue()
 

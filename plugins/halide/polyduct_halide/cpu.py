@@ -65,31 +65,44 @@ def _step(index: sympy.Expr, var: sympy.Symbol) -> int | None:
 
 
 def schedule(
-    sched: list[tuple[Any, ...]], xv: list[hl.Var], xr: list[Any], rr: Sequence[Any] = ()
+    sched: list[tuple[Any, ...]], xv: list[hl.Var], xr: list[Any], rr: Sequence[Any] = (),
+    partition: bool = True,
 ) -> None:
     """Schedule the Funcs and scatter updates recorded in `sched` (see `runtime.finish`);
-    `xr` are the extents of the kernel's pure variables `xv`, `rr` its reduction extents."""
+    `xr` are the extents of the kernel's pure variables `xv`, `rr` its reduction extents.
+    Without `partition`, Halide partitions none of their loops (`never_partition_all`)."""
     updates: dict[str, int] = {}
     for entry in sched:
         if entry[0] == "root":
             entry[1].compute_root()
         elif entry[0] == "func":
-            _func(entry[1], xv, xr, entry[2] if len(entry) > 2 else "", _product(list(rr)))
+            vector = entry[2] if len(entry) > 2 else ""
+            _func(entry[1], xv, xr, vector, _product(list(rr)), partition)
         else:
             _, func, rvars, atomic = entry
             k = updates.get(func.name(), 0)
             updates[func.name()] = k + 1
             if rvars and not atomic:
                 _scatter(func.update(k).allow_race_conditions(), func, k, rvars)
+        if not partition:
+            _unpartitioned(entry[1])
 
 
-def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str, row_work: Any) -> None:
+def _unpartitioned(func: hl.Func) -> None:
+    func.never_partition_all()
+    for k in range(func.num_update_definitions()):
+        func.update(k).never_partition_all()
+
+
+def _func(
+    func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str, row_work: Any, partition: bool
+) -> None:
     """`row_work`: elements an update visits per output point (the reduction's extent)."""
     func.compute_root()
     if not xv:
         for k in range(func.num_update_definitions()):
             if vector == LANES and _is_reduction(func, k):
-                _lanes(func, k, None)
+                _lanes(func, k, None, partition)
         return
     name, total = func.name(), _product(xr)
     rows, row = _fused(func, xv, name), hl.Var(f"{name}_row")
@@ -105,7 +118,7 @@ def _func(func: hl.Func, xv: list[hl.Var], xr: list[Any], vector: str, row_work:
         fused = _fused(stage, xv, f"{name}_u{k}")
         stage.split(fused, rows, row, _task(total, row_work), _GUARD).parallel(rows)
         if reduction and vector == LANES:
-            _lanes(func, k, row)
+            _lanes(func, k, row, partition)
 
 
 def _side_by_side(func: hl.Func, k: int, xv: list[hl.Var], unit: int) -> None:
@@ -132,8 +145,9 @@ def _is_reduction(func: hl.Func, k: int) -> bool:
     return bool(func.rvars(k)) and [str(a) for a in func.update_args(k)] == pure
 
 
-def _lanes(func: hl.Func, k: int, row: hl.Var | None) -> None:
-    """rfactor update `k` over `VECTOR` interleaved slices of its innermost RVar, vectorised."""
+def _lanes(func: hl.Func, k: int, row: hl.Var | None, partition: bool) -> None:
+    """rfactor update `k` over `VECTOR` interleaved slices of its innermost RVar, vectorised
+    (its loops never partitioned without `partition`)."""
     name = func.name()
     inner = func.rvars(k)[0]  # `runtime.rdom`: the RDom's first dimension is the innermost
     stage = func.update(k)
@@ -152,6 +166,8 @@ def _lanes(func: hl.Func, k: int, row: hl.Var | None) -> None:
         lanes.compute_root()
     lanes.vectorize(lane)
     lanes.update(0).vectorize(lane)
+    if not partition:
+        _unpartitioned(lanes)
 
 
 def _scatter(stage: hl.Stage, func: hl.Func, k: int, rvars: list[Any]) -> None:

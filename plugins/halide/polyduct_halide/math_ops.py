@@ -50,6 +50,8 @@ class HalideElementwiseOps:
     def _m_exact(self, fn: str, *xs: Value) -> Value:
         """`_m.<fn>` built on products rounded on their own: it gets the module's `NOFUSE` (the
         run-time zero that keeps them out of FMA contraction on GPU targets, see `hlmath.alone`)."""
+        if fn in ("fmod", "remainder") and xs[0].dtype == torch.float64:
+            self.t.heavy = True
         return self._m(fn, *xs, Value("NOFUSE", xs[0].dtype))
 
     # arithmetic

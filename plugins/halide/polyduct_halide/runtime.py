@@ -261,9 +261,13 @@ def finish(
     xr: list[Any],
     estimate: int = _ESTIMATE * _ESTIMATE,
     rr: Sequence[Any] = (),
+    heavy: bool = False,
 ) -> tuple[hl.Pipeline, list[Any]]:
     """Schedule the pipeline of `outputs`; returns it and its arguments (outputs come after).
-    `xr` and `rr` are the kernel's outer and reduction extents.
+    `xr` and `rr` are the kernel's outer and reduction extents. `heavy`: the kernel computes a
+    float64 fmod, and the default CPU schedule then never partitions its loops (Halide's loop
+    partitioning ran for over ten minutes on two of them in a circular pad's branches: halide
+    seed 10923, program 2970; unpartitioned, it compiles in seconds).
 
     The caller compiles it: JIT (`compile_to_callable`) or ahead of time (`aot.py`).
     """
@@ -271,7 +275,7 @@ def finish(
     if schedule == "default" and target.has_gpu_feature():
         gpu.schedule(sched)
     elif schedule == "default":
-        cpu.schedule(sched, xv, xr, rr)
+        cpu.schedule(sched, xv, xr, rr, partition=not heavy)
     elif schedule != "none":
         _autoschedule(schedule, pipeline, params, outputs, target, estimate)
     return pipeline, params

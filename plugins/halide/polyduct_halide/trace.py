@@ -88,6 +88,9 @@ class KernelTrace:
     indirect: dict[str, tuple[str, str, str, bool]] = field(default_factory=dict)
     pending: list[tuple[str, int, str]] = field(default_factory=list)  # (cond, check id, args)
     used_args: set[str] = field(default_factory=set)
+    # A float64 fmod is in the kernel (`hlfmod`: about ninety exact reduction steps, thousands
+    # of IR nodes): `runtime.finish` keeps Halide from partitioning its loops.
+    heavy: bool = False
 
     def __post_init__(self) -> None:
         self.names = self.spec.arg_names()

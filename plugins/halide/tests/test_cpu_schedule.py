@@ -3,6 +3,9 @@ NaN, tie and exactness rules."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,3 +101,28 @@ def test_parallel_tasks_are_not_smaller_than_min_work(
     """About `TASKS` tasks, but each gets at least `MIN_TASK_WORK` elements: a 64x64 kernel runs
     as one task (64 rows of 64 per task: 0.066 -> 0.037 ms for a 64x64 softmax, 2 threads)."""
     assert hl.evaluate(cpu._task(iterations, work)) == per_task
+
+
+_HEAVY_PAD = """
+import torch
+import polyduct
+def fn(a):
+    return torch.nn.functional.pad(torch.remainder(a, a), (2, 0), mode="circular")
+a = torch.randn(16, 7, dtype=torch.float64).t()
+got = torch.compile(fn, backend="polyduct", options={"kernels": "halide"}, dynamic=True)(a)
+torch.testing.assert_close(got, fn(a), equal_nan=True)
+"""
+
+
+def test_a_kernel_with_float64_fmod_compiles_unpartitioned(tmp_path: Any) -> None:
+    """A float64 remainder (`hlfmod`, thousands of IR nodes) in both branches of a circular
+    pad: Halide's loop partitioning of the vectorised store ran for over ten minutes (halide
+    seed 10923, program 2970). Such kernels are scheduled with no loop partitioned, and compile
+    in seconds. Run in a process of its own, so that a hang is a failure, not a stuck suite."""
+    env = {**os.environ, "POLYDUCT_CACHE_DIR": str(tmp_path)}
+    try:
+        done = subprocess.run([sys.executable, "-c", _HEAVY_PAD], env=env, timeout=240,
+                              capture_output=True, text=True, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the kernel did not compile within 240 s")
+    assert done.returncode == 0, done.stderr[-3000:]
