@@ -338,6 +338,16 @@ def test_a_nan_written_into_integer_bits_is_not_a_mismatch() -> None:
         assert check._nan_bits_through_a_view(program, problem, got, (want, None)) is only_nans
 
 
+def test_a_sum_past_the_float_range_may_be_nan_where_eager_is_not_a_number_either() -> None:
+    # +-1.5e38 summed in another order than eager's overflows both ways (triton seed 10932,
+    # program 9634): where the float64 sum is past float32's range, inf and NaN are both orders'
+    inf, nan, tol = float("inf"), float("nan"), check.INEXACT_TOL[torch.float32]
+    exact = torch.tensor([-1.06e39, 1.06e39, 7.5e38, 3.0], dtype=torch.float64)
+    want = torch.tensor([-inf, inf, nan, 3.0])
+    assert check.closer_than_eager(torch.tensor([nan, nan, inf, 3.0]), want, exact, tol)
+    assert not check.closer_than_eager(torch.tensor([nan, nan, inf, nan]), want, exact, tol)
+
+
 def test_eager_errors_make_a_program_invalid() -> None:
     with pytest.raises(InvalidProgram, match="mat1 and mat2"):
         check_program(lambda a0: (a0 @ a0,), _one_input(), "reference")
