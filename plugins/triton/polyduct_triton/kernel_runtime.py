@@ -104,6 +104,16 @@ def _triton_launch(compiled: Any, why: str) -> Any:
     return launch
 
 
+# A launch's index-check flags: word 0, which a failed check clears (all that a device-side
+# assert reads), then FLAG_WORDS words per check (failed, index, size), which it sets.
+FLAG_WORDS = 3
+
+
+def flag_slot(check: int) -> int:
+    """The first word of check `check`'s flags (of n checks: `flag_slot(n)` words in all)."""
+    return 1 + FLAG_WORDS * check
+
+
 def _aligned(tensors: tuple[torch.Tensor, ...], err: torch.Tensor | None) -> bool:
     for t in tensors if err is None else (*tensors, err):  # noqa: SIM110 - all() is slower
         if t.data_ptr() & 15:
@@ -360,8 +370,7 @@ class KernelRuntime(TuningMixin):
         )
 
     def flags(self, like: torch.Tensor | None, size: int) -> torch.Tensor:
-        """The index-check flags of one launch on the device of `like`: word 0, which a failed
-        check clears, then 3 words per check (failed, index, size), which it sets. Where a
+        """The index-check flags (`flag_slot`) of one launch on the device of `like`. Where a
         failure is a device-side assert only word 0 is read, so the buffer starts as ones;
         where it raises, as zeros."""
         device = like.device if like is not None else torch.device("cpu")
@@ -382,12 +391,12 @@ class KernelRuntime(TuningMixin):
         `KernelAssertError`."""
         if self._asserts(err.device):
             torch._assert_async(err[:1], f"{self.facts.name}: index out of bounds")
-        elif bool(err[1::3].any()):
+        elif bool(err[flag_slot(0)::FLAG_WORDS].any()):
             self.raise_index_error(err)
 
     def raise_index_error(self, err: torch.Tensor) -> None:
         """Raise the error the kernel's first failed index check (or device assert) recorded."""
-        flags = err[1:].view(-1, 3)
+        flags = err[flag_slot(0):].view(-1, FLAG_WORDS)
         slot = int(torch.nonzero(flags[:, 0]).flatten()[0])
         if slot in self.facts.asserts:
             raise KernelAssertError(self.facts.name, "triton", self.facts.asserts[slot])

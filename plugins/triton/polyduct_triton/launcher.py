@@ -27,7 +27,7 @@ from polyduct.codegen import string_literal
 from polyduct.indexing import PythonIndexPrinter, product
 from polyduct.kernel import KernelSpec
 from polyduct_triton.context import KernelContext
-from polyduct_triton.kernel_runtime import LAUNCH_LOCK
+from polyduct_triton.kernel_runtime import LAUNCH_LOCK, flag_slot
 
 HEAVY_LINES = 400  # past it a kernel is HEAVY: one element per thread
 LIGHT_LINES = 48  # up to it a kernel is LIGHT: 16-bit types take 16 bytes per pointwise thread
@@ -160,7 +160,7 @@ def render_launcher(
     ]
     if ctx.checks:
         like = tensors[0] if tensors else "None"
-        lines.append(f"    err = RUNTIME.flags({like}, {1 + 3 * len(ctx.checks)})")
+        lines.append(f"    err = RUNTIME.flags({like}, {flag_slot(len(ctx.checks))})")
     else:
         lines.append("    err = None")
     lines.append("    _run(tensors, sizes, xnumel, rnumel, idx64, err)")

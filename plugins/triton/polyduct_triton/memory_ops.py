@@ -9,6 +9,7 @@ import torch
 
 from polyduct.codegen import Value
 from polyduct.ops import StoreMode
+from polyduct_triton.kernel_runtime import flag_slot
 from polyduct_triton.prim_ops import TritonEmitter
 from polyduct_triton.values import (
     LOW_PRECISION,
@@ -142,10 +143,10 @@ class TritonMemoryOps(TritonEmitter):
         return sympy.Symbol(var, integer=True)
 
     def _report(self, check: Check, value: str, ok: str) -> None:
-        """Record a failed check in the error buffer: word 0 is cleared (the one word a GPU's
-        device-side assert reads), then [flag, index, size] of the check's slot are set."""
+        """Record a failed check in the error buffer (`kernel_runtime.flag_slot`): word 0 is
+        cleared, then [flag, index, size] of the check's slot are set."""
         bad, zero = self.ctx.fresh("bad"), self.ctx.fresh("zb")
-        base = f"err_ptr + {1 + 3 * check.slot}"
+        base = f"err_ptr + {flag_slot(check.slot)}"
         loop = self.ctx.stage.loop
         loop.line(f"{bad} = (({ok}) == 0) & {self.ctx.mask()}")
         # Pointer, value and mask must share one shape: broadcast all three to the widest.

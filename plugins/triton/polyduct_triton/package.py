@@ -35,8 +35,8 @@ from polyduct.kernel import KernelFn, KernelSource
 from polyduct_triton import triton_shim
 
 INDEX: Final = "kernels.json"
-# The layout of the index-check flags the packaged launchers and kernels share (the runtime's
-# `flags`): 2 is word 0, which a failed check clears, then 3 words per check.
+# The layout of the index-check flags the packaged launchers and kernels share
+# (`kernel_runtime.flag_slot`): 2 is word 0, which a failed check clears, then 3 words per check.
 FLAGS_LAYOUT: Final = 2
 
 
