@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -204,6 +206,34 @@ def test_checked_gather_on_a_gpu_does_not_wait_for_it(backends: tuple[str, str],
     raising, _ = compile_fn(lambda t, i: t[i] + 1, backends, _raising(backends, device))
     with pytest.raises(Exception, match="(?i)index"):
         raising(table, torch.tensor([10], device=device))
+
+
+_OUT_OF_RANGE = """
+import sys, torch
+table, ids = torch.randn(10, 4, device=sys.argv[1]), torch.tensor([[1, 9], [0, 10]], device=sys.argv[1])
+fn = torch.compile(lambda t, i: t[i] + 1, backend="polyduct",
+                   options={"kernels": "triton", "wrapper": sys.argv[2]})
+try:
+    print(fn(table, ids).sum().item())  # the first call tunes, which may synchronise
+    torch.cuda.synchronize()
+except Exception as exc:
+    print(f"RAISED {exc}", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_an_out_of_range_gather_on_a_gpu_is_a_device_side_assert(
+    backends: tuple[str, str], device: str
+) -> None:
+    """By default a failed index check on a GPU is a device-side assert on the one flag word a
+    failed check clears: the program stops with CUDA's error, as eager's does, never with a
+    result (a fresh process, as the assert ends its CUDA context)."""
+    if not device.startswith("cuda") or backends[0] != "triton":
+        pytest.skip("Triton's kernels on a GPU")
+    run = subprocess.run([sys.executable, "-c", _OUT_OF_RANGE, device, backends[1]],
+                         check=False, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, (run.stdout, run.stderr[-2000:])
+    assert "RAISED" in run.stderr and "assert" in run.stderr.lower(), run.stderr[-2000:]
 
 
 def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:
