@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ import torch
 import triton
 
 from polyduct.cache import Cache, default_cache, import_module_file
-from polyduct.errors import InvalidOption, PackagingUnsupported
+from polyduct.errors import InvalidOption, KernelCompileError, PackagingUnsupported
 from polyduct.kernel import Capabilities, KernelBackend, KernelFn, KernelSource, KernelSpec
 from polyduct_triton import package, precompile
 from polyduct_triton.codegen import generate
@@ -86,6 +87,21 @@ class TritonOptions:
 SORT_LIMITS = {"cuda": 128, "cpu": 1024}
 
 
+NOT_INTERPRETING = (
+    "the kernel is for CPU tensors (or interpret=True), which Triton runs only in its "
+    "interpreter, and this process runs Triton without it: set TRITON_INTERPRET=1 in the "
+    "environment before the program starts, or compile CPU tensors with kernels='cpp'"
+)
+
+
+def interpreting() -> bool:
+    """Whether Triton's `jit` makes interpreted kernels in this process (TRITON_INTERPRET=1)."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None:
+        return bool(knobs.runtime.interpret)
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"  # (Triton before knobs)
+
+
 @final
 class TritonBackend(KernelBackend):
     """Triton kernels for CUDA tensors, or CPU tensors under the Triton interpreter."""
@@ -112,6 +128,8 @@ class TritonBackend(KernelBackend):
         loaded = []
         for src in sources:
             path, name = self._write(src)
+            if "\nINTERPRET = True\n" in src.source and not interpreting():
+                raise KernelCompileError("triton", src.name, str(path), NOT_INTERPRETING)
             # compile workers start on this kernel's heuristic config while this process imports
             # it and writes the next kernel; tuning candidates queue behind every heuristic config
             workers = self.options.compile_workers

@@ -263,3 +263,22 @@ def test_indirect_masks_come_in_name_order() -> None:
     tmp3, tmp7, x0 = sympy.symbols("tmp3 tmp7 x0")
     assert TritonOps(ctx)._mask_for(7 * tmp7 + tmp3 + x0, "a") == "xmask & tmp3_ok & tmp7_ok"
     assert ctx.indirect["tmp3"].buffer == ctx.indirect["tmp7"].buffer == "a"
+
+
+def test_cpu_kernels_without_the_interpreter_are_a_clear_error(tmp_path: Path) -> None:
+    """Triton runs CPU tensors only in its interpreter. Without TRITON_INTERPRET=1 the kernel
+    used to fail inside Triton ('0 active drivers', or on a GPU machine 'Pointer argument cannot
+    be accessed from Triton'); it is refused naming the kernel and both ways out."""
+    program = (
+        "import torch, polyduct\n"
+        "f = torch.compile(lambda x: x.sin() + 1, backend='polyduct', "
+        "options={'kernels': 'triton'})\n"
+        "f(torch.randn(5))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["POLYDUCT_CACHE_DIR"] = str(tmp_path)
+    run = subprocess.run([sys.executable, "-c", program], env=env, check=False,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode != 0
+    assert "KernelCompileError" in run.stderr and "'kernel0'" in run.stderr, run.stderr[-2000:]
+    assert "TRITON_INTERPRET=1" in run.stderr and "kernels='cpp'" in run.stderr
