@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch import _refs as _torch_refs
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._decomp import decompositions as _torch_decomp
 
@@ -118,9 +119,18 @@ def adaptive_avg_pool2d(x: torch.Tensor, output_size: Any) -> Any:
     return _torch_decomp.adaptive_avg_pool2d(x, output_size)
 
 
+def repeat(x: torch.Tensor, repeats: Any) -> torch.Tensor:
+    """torch's decomposition, made contiguous as eager's `repeat` always is: torch's lays the
+    result out like its input, so a permuted input gave a permuted result, and a model's `view`
+    of it failed while tracing (WavLM's relative position bias: permuted, then repeated over the
+    batch and viewed as (batch * heads, T, T)). The copy fuses into the repeat's one kernel."""
+    return _torch_refs.repeat(x, repeats).contiguous()
+
+
 # Decompositions polyduct prefers over torch's own.
 _PREFERRED: dict[Any, Callable[..., Any]] = {
     aten._softmax.default: softmax,
+    aten.repeat.default: repeat,
     aten._adaptive_avg_pool2d.default: adaptive_avg_pool2d,
 }
 

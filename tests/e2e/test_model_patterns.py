@@ -236,6 +236,18 @@ def test_an_out_of_range_gather_on_a_gpu_is_a_device_side_assert(
     assert "RAISED" in run.stderr and "assert" in run.stderr.lower(), run.stderr[-2000:]
 
 
+def test_repeat_of_a_permuted_tensor_is_contiguous(backends: tuple[str, str], device: str) -> None:
+    """WavLM's relative position bias: a permuted (T, T, heads) table repeated over the batch
+    and viewed as (batch * heads, T, T). Eager's `repeat` is contiguous; torch's decomposition
+    followed the input's layout, and the `view` failed while tracing. One kernel computes it."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return x.permute(2, 0, 1).unsqueeze(0).repeat(2, 1, 1, 1).view(8, 5, 5) * 2
+
+    graphs = check(fn, backends, torch.randn(5, 5, 4, device=device), dynamic=False)
+    assert graphs[0].kernel_count == 1
+
+
 def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:
     """Llama's rotary embedding is pointwise on a transposed view, so eager's result is
     transposed too; attention saves it for backward, whose graph asserts those strides. A
