@@ -253,6 +253,8 @@ def _constant(
         if value.is_Integer:
             return int(value)
         return _size(value)
+    if isinstance(value, sympy.logic.boolalg.Boolean):  # a condition on sizes (see size_value)
+        return bool(value) if value in (sympy.true, sympy.false) else value
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype)):
         return value
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):

@@ -24,7 +24,7 @@ def sym_expr(value: Any) -> sympy.Expr:
         return _integer(value)
     if isinstance(value, torch.SymInt):
         return _from_torch(_guarded_constant(value))
-    if isinstance(value, torch.SymFloat):  # a float of sizes: a scale factor
+    if isinstance(value, (torch.SymFloat, torch.SymBool)):  # a scale factor; a size condition
         return _from_torch(value.node.expr)
     if isinstance(value, (int, sympy.Expr)):
         return sympy.sympify(value)
@@ -233,14 +233,16 @@ def _unit_strides_like_eager(view: StorageView, meta: Any) -> StorageView:
     return StorageView(view.buffer, dataclasses.replace(lay, stride=stride))
 
 
-def size_value(node: torch.fx.Node) -> sympy.Expr | None:
-    """The sympy value of a node computing a size from the graph's size symbols, else None.
+def size_value(node: torch.fx.Node) -> sympy.Basic | None:
+    """The sympy value of a node computing a size, or a condition on sizes (`s0 >= 0`, what a
+    `torch._check` on a dynamic size leaves for `aten._assert_scalar`), from the graph's size
+    symbols, else None.
 
     Only for backed symbols (`s0`, ...), which the Wrapper IR defines from the inputs; a
     data-dependent (unbacked) size is left to the node's lowering or extern call.
     """
     val = node.meta.get("val")
-    if not isinstance(val, (torch.SymInt, torch.SymFloat)):
+    if not isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         return None
     expr = sym_expr(val)
     if all(str(s).startswith("s") for s in expr.free_symbols):

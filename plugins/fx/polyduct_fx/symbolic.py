@@ -76,6 +76,15 @@ _FUNCTIONS: Mapping[type, Callable[..., Any]] = {
     sympy.Pow: operator.pow,
     torch_sympy.IntTrueDiv: operator.truediv,  # a float of sizes: an interpolation's scale
     torch_sympy.FloatTrueDiv: operator.truediv,
+    # conditions on sizes (what `torch._check` leaves for `aten._assert_scalar`)
+    sympy.GreaterThan: operator.ge,
+    sympy.StrictGreaterThan: operator.gt,
+    sympy.LessThan: operator.le,
+    sympy.StrictLessThan: operator.lt,
+    sympy.Eq: operator.eq,
+    sympy.Ne: operator.ne,
+    sympy.And: operator.and_,
+    sympy.Or: operator.or_,
 }
 
 
