@@ -132,6 +132,21 @@ class _SizePrinter(PythonIndexPrinter):
     def _print_ToFloat(self, expr: sympy.Expr) -> str:
         return f"float({self._print(expr.args[0])})"
 
+    # conditions on sizes, what a `torch._check` of them asserts (`aten._assert_scalar`)
+    def _print_Relational(self, expr: sympy.core.relational.Relational) -> str:
+        a, b = (str(self._print(x)) for x in expr.args)
+        return f"(({a}) {expr.rel_op} ({b}))"  # sympy's ==, !=, <, <=, >, >= are Python's
+
+    def _print_And(self, expr: sympy.And) -> str:
+        return "(" + " and ".join(str(self._print(a)) for a in expr.args) + ")"
+
+    def _print_Or(self, expr: sympy.Or) -> str:
+        return "(" + " or ".join(str(self._print(a)) for a in expr.args) + ")"
+
+    def _print_Not(self, expr: sympy.Not) -> str:
+        return f"(not {self._print(expr.args[0])})"
+
+
 
 @dataclass
 class _Renderer:

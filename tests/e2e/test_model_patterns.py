@@ -236,38 +236,6 @@ def test_an_out_of_range_gather_on_a_gpu_is_a_device_side_assert(
     assert "RAISED" in run.stderr and "assert" in run.stderr.lower(), run.stderr[-2000:]
 
 
-def test_repeat_of_a_permuted_tensor_is_contiguous(backends: tuple[str, str], device: str) -> None:
-    """WavLM's relative position bias: a permuted (T, T, heads) table repeated over the batch
-    and viewed as (batch * heads, T, T). Eager's `repeat` is contiguous; torch's decomposition
-    followed the input's layout, and the `view` failed while tracing. One kernel computes it."""
-
-    def fn(x: torch.Tensor) -> torch.Tensor:
-        return x.permute(2, 0, 1).unsqueeze(0).repeat(2, 1, 1, 1).view(8, 5, 5) * 2
-
-    graphs = check(fn, backends, torch.randn(5, 5, 4, device=device), dynamic=False)
-    assert graphs[0].kernel_count == 1
-
-
-def test_a_checked_dynamic_size_is_asserted_when_the_program_runs(
-    backends: tuple[str, str], device: str
-) -> None:
-    """Reformer and Deformable DETR under automatic dynamic shapes: `torch._check(n >= 0)` on a
-    dynamic size leaves `aten._assert_scalar` of a size condition in the graph, which did not
-    lower ('extern result SymBool is not supported'). The condition is a size expression, checked
-    as the program runs."""
-
-    def fn(x: torch.Tensor, n: int) -> torch.Tensor:
-        torch._check(n >= 0)
-        return x[:n] * 2
-
-    compiled, graphs = compile_fn(fn, backends, dynamic=True)
-    x = torch.randn(10, device=device)
-    for n in (3, 5):
-        assert_same(compiled(x, n), fn(x, n))
-    with pytest.raises(RuntimeError, match="Runtime assertion failed for expression"):
-        graphs[0].fn(-1, 10, x)  # (n, x's length, x): Dynamo itself refuses n = -1
-
-
 def test_saved_attention_inputs_keep_eager_strides(backends: tuple[str, str], device: str) -> None:
     """Llama's rotary embedding is pointwise on a transposed view, so eager's result is
     transposed too; attention saves it for backward, whose graph asserts those strides. A

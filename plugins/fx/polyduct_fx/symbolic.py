@@ -43,6 +43,8 @@ class SymEmitter:
         if isinstance(expr, sympy.Symbol):
             return self.resolve(expr.name)
         args = [self.emit(a) for a in expr.args]
+        if isinstance(expr, sympy.Not):
+            return self.graph.call_function(operator.not_, (args[0],))
         if isinstance(expr, ModularIndexing):
             return self._call(
                 operator.mod, self._call(operator.floordiv, args[0], args[1]), args[2]
