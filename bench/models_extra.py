@@ -128,15 +128,56 @@ def extra_specs() -> list[ModelSpec]:
                   # attention biases are sized for one image; the head's BatchNorm1d normalises
                   # over the batch alone (see BN_IMAGE_SIZES)
                   image_inputs(batch=8), (64,)),
-        ModelSpec("wav2vec2", "audio",
-                  _hf("Wav2Vec2ForCTC", "Wav2Vec2Config", vocab_size=32, hidden_size=HIDDEN,
-                      num_hidden_layers=2, num_attention_heads=4, intermediate_size=2 * HIDDEN,
-                      conv_dim=(32, 32, 32), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
-                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
-                      mask_time_prob=0.0, hidden_dropout=0.0, activation_dropout=0.0,
-                      final_dropout=0.0, layerdrop=0.0),
+        ModelSpec("wav2vec2", "audio", _hf("Wav2Vec2ForCTC", "Wav2Vec2Config", **_W2V),
                   audio_inputs, (32, 40, 56)),
         *more_specs(),
+        *found_specs(),
+    ]
+
+
+_W2V = {"vocab_size": 32, "hidden_size": HIDDEN, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "intermediate_size": 2 * HIDDEN, "conv_dim": (32, 32, 32), "conv_stride": (5, 2, 2),
+        "conv_kernel": (10, 3, 3), "num_conv_pos_embeddings": 16,
+        "num_conv_pos_embedding_groups": 4, "mask_time_prob": 0.0, "hidden_dropout": 0.0,
+        "activation_dropout": 0.0, "final_dropout": 0.0, "layerdrop": 0.0}
+
+
+def found_specs() -> list[ModelSpec]:
+    """Architectures that found bugs when tried outside the suite (tests/e2e/
+    test_new_architectures.py): WavLM (a permuted position bias repeated and viewed), Reformer
+    (LSH attention; `torch._check` of sizes; trains at 64 tokens only) and Deformable DETR
+    (multi-scale deformable attention, a ResNet backbone)."""
+
+    def deformable_detr() -> torch.nn.Module:
+        import transformers
+
+        backbone = transformers.ResNetConfig(
+            embedding_size=16, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
+            layer_type="basic", out_features=["stage2", "stage3", "stage4"])
+        config = transformers.DeformableDetrConfig(
+            use_timm_backbone=False, backbone_config=backbone, use_pretrained_backbone=False,
+            d_model=32, encoder_layers=1, decoder_layers=2, encoder_attention_heads=4,
+            decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, num_queries=10,
+            num_feature_levels=3, encoder_n_points=2, decoder_n_points=2, dropout=0.0,
+            attention_dropout=0.0, activation_dropout=0.0, num_labels=5,
+            disable_custom_kernels=True)
+        torch.manual_seed(0)
+        return transformers.DeformableDetrForObjectDetection(config)
+
+    reformer = _hf(
+        "ReformerModelWithLMHead", "ReformerConfig", vocab_size=VOCAB, hidden_size=HIDDEN,
+        attention_head_size=16, num_attention_heads=4, attn_layers=["local", "lsh"],
+        axial_pos_shape=[8, 8], axial_pos_embds_dim=[32, 32], feed_forward_size=2 * HIDDEN,
+        local_attn_chunk_length=16, lsh_attn_chunk_length=16, num_buckets=4, num_hashes=1,
+        hash_seed=0, is_decoder=True, max_position_embeddings=64,
+        lsh_attention_probs_dropout_prob=0.0, local_attention_probs_dropout_prob=0.0,
+        pad_token_id=0)
+    return [
+        ModelSpec("wavlm", "audio", _hf("WavLMForCTC", "WavLMConfig", **_W2V, num_buckets=32,
+                                        max_bucket_distance=64), audio_inputs, (32, 40, 56)),
+        ModelSpec("reformer", "decoder", reformer, text_inputs(False), (64, 32, 48)),
+        ModelSpec("deformable_detr", "vision", deformable_detr, image_inputs(),
+                  BN_IMAGE_SIZES),
     ]
 
 
