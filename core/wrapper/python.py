@@ -137,15 +137,14 @@ class _SizePrinter(PythonIndexPrinter):
         a, b = (str(self._print(x)) for x in expr.args)
         return f"(({a}) {expr.rel_op} ({b}))"  # sympy's ==, !=, <, <=, >, >= are Python's
 
-    def _print_And(self, expr: sympy.And) -> str:
-        return "(" + " and ".join(str(self._print(a)) for a in expr.args) + ")"
+    def _print_And(self, expr: sympy.And | sympy.Or) -> str:
+        word = " and " if isinstance(expr, sympy.And) else " or "
+        return "(" + word.join(str(self._print(a)) for a in expr.args) + ")"
 
-    def _print_Or(self, expr: sympy.Or) -> str:
-        return "(" + " or ".join(str(self._print(a)) for a in expr.args) + ")"
+    _print_Or = _print_And
 
     def _print_Not(self, expr: sympy.Not) -> str:
         return f"(not {self._print(expr.args[0])})"
-
 
 
 @dataclass
