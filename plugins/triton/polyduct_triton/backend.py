@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,10 +95,7 @@ NOT_INTERPRETING = (
 
 def interpreting() -> bool:
     """Whether Triton's `jit` makes interpreted kernels in this process (TRITON_INTERPRET=1)."""
-    knobs = getattr(triton, "knobs", None)
-    if knobs is not None:
-        return bool(knobs.runtime.interpret)
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"  # (Triton before knobs)
+    return bool(triton.knobs.runtime.interpret)  # (knobs since Triton 3.4; this plugin needs 3.6)
 
 
 @final
